@@ -23,7 +23,8 @@ namespace trainkit::model {
 ///    *adds* grad_scale·∂loss/∂θ to the gradients (gradient accumulation: grad_scale = 1/steps);
 ///  - `forward(batch)`: the mean loss, gradients untouched (evaluation);
 ///  - `zero_grad()`;
-///  - `flops_per_token()`: training FLOPs per token (forward + backward), DESIGN.md's formula;
+///  - `flops_per_token(T)`: training FLOPs per token at sequence length T (forward + backward),
+///    DESIGN.md's formula 6·N + 12·L·C·T with N excluding position embeddings;
 ///  - `parameter_layout()`: named tensors covering `parameters()` exactly, in llm.c order;
 ///  - `state()`: the tensors a checkpoint must hold to restore the model (host or device memory).
 template <class M>
@@ -33,7 +34,7 @@ concept model = requires(M m, const M cm, batch_view<typename M::memory_space> b
   { m.forward_backward(b, scale) } -> std::same_as<float>;
   { m.forward(b) } -> std::same_as<float>;
   { m.zero_grad() } -> std::same_as<void>;
-  { cm.flops_per_token() } -> std::convertible_to<double>;
+  { cm.flops_per_token(int{}) } -> std::convertible_to<double>;
   { cm.parameter_layout() } -> std::same_as<std::span<const tensor_info>>;
   { m.parameters() } -> std::same_as<std::span<typename M::parameter_type>>;
   { m.gradients() } -> std::same_as<std::span<typename M::parameter_type>>;
