@@ -1,0 +1,207 @@
+// trainkit/optim/adamw_cpu.hpp — AdamW with global-norm clipping for models in host memory.
+//
+// The update is the one llm.c's `adamw_update` and PyTorch's AdamW compute: first and second
+// moments with bias correction and *decoupled* weight decay (Loshchilov & Hutter 2019), applied
+// only to tensors whose `tensor_info::weight_decay` is set (2-D weight matrices; biases,
+// LayerNorm gains and position embeddings are left alone, as in GPT-2 recipes). Gradient clipping
+// by global norm is folded into the same pass as a scale on the gradient, so gradients are read
+// once and never modified. The update is elementwise, so its OpenMP split cannot change results;
+// the norm uses a thread-count-independent summation order (grad_clip.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/detail/number_text.hpp"
+#include "trainkit/optim/grad_clip.hpp"
+
+namespace trainkit::optim {
+
+/// AdamW hyper-parameters (GPT-3 paper / llm.c defaults). The learning rate is not here: it
+/// changes every step and comes from the schedule through `step(model, lr)`.
+struct adamw_config {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // decoupled; only on tensors flagged weight_decay
+  float grad_clip = 1.0f;     // max global gradient norm; 0 = off
+
+  friend bool operator==(const adamw_config&, const adamw_config&) = default;
+
+  /// Throws config_error naming the first field out of range and its value.
+  void validate() const {
+    using detail::number_text;
+    auto in_unit = [](float x) { return x >= 0.0f && x < 1.0f; };  // false for NaN
+    if (!in_unit(beta1))
+      throw config_error("adamw_config: beta1 must be in [0,1): " + number_text(beta1));
+    if (!in_unit(beta2))
+      throw config_error("adamw_config: beta2 must be in [0,1): " + number_text(beta2));
+    if (!(eps > 0.0f) || !std::isfinite(eps))
+      throw config_error("adamw_config: eps must be finite and > 0: " + number_text(eps));
+    if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay))
+      throw config_error("adamw_config: weight_decay must be finite and >= 0: " +
+                         number_text(weight_decay));
+    if (!(grad_clip >= 0.0f) || !std::isfinite(grad_clip))
+      throw config_error("adamw_config: grad_clip must be finite and >= 0 (0 = off): " +
+                         number_text(grad_clip));
+  }
+
+  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1" for logs and manifests.
+  std::string to_string() const {
+    using detail::number_text;
+    return "beta1=" + number_text(beta1) + " beta2=" + number_text(beta2) +
+           " eps=" + number_text(eps) + " weight_decay=" + number_text(weight_decay) +
+           " grad_clip=" + number_text(grad_clip);
+  }
+};
+
+/// AdamW over a host-memory model whose parameters are `Scalar`. Moments are kept in `Scalar`
+/// (float for the fp32 CPU reference, as llm.c keeps them).
+template <class Scalar>
+class basic_adamw_cpu {
+  static_assert(std::floating_point<Scalar>, "basic_adamw_cpu computes in Scalar: float or double");
+
+ public:
+  using memory_space = host_memory;
+  using parameter_type = Scalar;
+  using config_type = adamw_config;
+
+  /// Allocates zeroed moments for `model.num_parameters()` elements and records which ranges get
+  /// weight decay. Throws config_error for a bad config or a layout that leaves the buffer.
+  template <model::model M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_adamw_cpu(const M& model,
+                                                                               adamw_config config)
+      : config_(config),
+        layout_(model.parameter_layout().begin(), model.parameter_layout().end()),
+        m_(static_cast<std::size_t>(model.num_parameters()), Scalar(0)),
+        v_(m_.size(), Scalar(0)) {
+    config_.validate();
+    build_segments();
+  }
+
+  /// One AdamW update from the model's accumulated gradients at learning rate `lr`. Returns the
+  /// global gradient norm before clipping.
+  template <model::model M>
+  requires std::same_as<typename M::memory_space, host_memory> &&
+      std::same_as<typename M::parameter_type, Scalar>
+  float step(M& model, float lr) {
+    const std::span<Scalar> params = model.parameters();
+    const std::span<Scalar> grads = model.gradients();
+    if (params.size() != m_.size() || grads.size() != m_.size())
+      throw config_error("adamw_cpu: model has " + std::to_string(params.size()) +
+                         " parameters and " + std::to_string(grads.size()) +
+                         " gradients but the optimizer was built for " + std::to_string(m_.size()));
+    const double norm = global_norm(std::span<const Scalar>(grads));
+    const Scalar grad_scale = static_cast<Scalar>(clip_factor(norm, config_.grad_clip));
+
+    ++step_;
+    const double t = static_cast<double>(step_);
+    const Scalar beta1 = config_.beta1;
+    const Scalar beta2 = config_.beta2;
+    const Scalar eps = config_.eps;
+    const Scalar bias1 = static_cast<Scalar>(1.0 - std::pow(double(config_.beta1), t));
+    const Scalar bias2 = static_cast<Scalar>(1.0 - std::pow(double(config_.beta2), t));
+    const Scalar rate = lr;
+
+    Scalar* p = params.data();
+    const Scalar* g = grads.data();
+    Scalar* m = m_.data();
+    Scalar* v = v_.data();
+#pragma omp parallel
+    {
+      for (const segment& s : segments_) {
+        const Scalar decay = s.decay ? static_cast<Scalar>(config_.weight_decay) : Scalar(0);
+        // Segments are disjoint, so a thread may move on without waiting for the others.
+#pragma omp for schedule(static) nowait
+        for (std::ptrdiff_t i = std::ptrdiff_t(s.begin); i < std::ptrdiff_t(s.end); ++i) {
+          const Scalar grad = g[i] * grad_scale;
+          const Scalar mi = beta1 * m[i] + (Scalar(1) - beta1) * grad;
+          const Scalar vi = beta2 * v[i] + (Scalar(1) - beta2) * grad * grad;
+          m[i] = mi;
+          v[i] = vi;
+          const Scalar m_hat = mi / bias1;
+          const Scalar v_hat = vi / bias2;
+          p[i] -= rate * (m_hat / (std::sqrt(v_hat) + eps) + decay * p[i]);
+        }
+      }
+    }
+    return static_cast<float>(norm);
+  }
+
+  /// Updates applied so far (t in the bias correction); restored with `state()`.
+  std::uint64_t steps_taken() const noexcept {
+    return step_;
+  }
+
+  /// "optim.m", "optim.v" (shape {N}) and "optim.step" (u64 {1}), viewing this optimizer's own
+  /// storage: a checkpointer reads them to save and writes them to restore.
+  std::vector<state_tensor> state() {
+    const auto n = static_cast<std::int64_t>(m_.size());
+    std::vector<state_tensor> out;
+    out.push_back(make_state_tensor("optim.m", std::span<Scalar>(m_), {n}));
+    out.push_back(make_state_tensor("optim.v", std::span<Scalar>(v_), {n}));
+    out.push_back(make_state_tensor("optim.step", std::span<std::uint64_t>(&step_, 1), {1}));
+    return out;
+  }
+
+  const adamw_config& config() const noexcept {
+    return config_;
+  }
+
+  /// The parameter layout copied from the model at construction.
+  std::span<const tensor_info> parameter_layout() const noexcept {
+    return layout_;
+  }
+
+ private:
+  struct segment {
+    std::size_t begin = 0;  // element range [begin, end) of the flat buffer
+    std::size_t end = 0;
+    bool decay = false;
+  };
+
+  // Turns the layout into sorted, disjoint ranges covering the whole buffer; elements no tensor
+  // names (padding) get no decay, like 1-D tensors.
+  void build_segments() {
+    std::vector<const tensor_info*> sorted;
+    for (const tensor_info& t : layout_) sorted.push_back(&t);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
+    std::size_t cursor = 0;
+    for (const tensor_info* t : sorted) {
+      const std::size_t end = t->offset + t->numel();
+      if (end > m_.size() || end < t->offset)
+        throw config_error("adamw_cpu: tensor '" + t->name + "' (offset " +
+                           std::to_string(t->offset) + ", " + std::to_string(t->numel()) +
+                           " elements) lies outside the model's " + std::to_string(m_.size()) +
+                           " parameters");
+      if (t->offset < cursor)
+        throw config_error("adamw_cpu: tensor '" + t->name + "' overlaps the tensor before it");
+      if (t->offset > cursor) segments_.push_back({cursor, t->offset, false});
+      if (end > t->offset) segments_.push_back({t->offset, end, t->weight_decay});
+      cursor = end;
+    }
+    if (cursor < m_.size()) segments_.push_back({cursor, m_.size(), false});
+  }
+
+  adamw_config config_;
+  std::vector<tensor_info> layout_;
+  std::vector<segment> segments_;
+  std::vector<Scalar> m_;  // (N,) first moment
+  std::vector<Scalar> v_;  // (N,) second moment
+  std::uint64_t step_ = 0;
+};
+
+using adamw_cpu = basic_adamw_cpu<float>;
+
+}  // namespace trainkit::optim
