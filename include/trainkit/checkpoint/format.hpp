@@ -1,0 +1,307 @@
+// trainkit/checkpoint/format.hpp — the on-disk checkpoint format: directory names, the manifest
+// and its JSON encoding (docs/formats_checkpoint.md is the prose version).
+//
+// A checkpoint is a directory `step_00000012` holding `tensors.bin` (tensors back to back, each
+// starting at a multiple of 64 bytes so it can be mapped and read with aligned vector loads) and
+// `manifest.json`, which names every tensor with dtype, shape, byte offset, size and CRC-32C. The
+// manifest is written last, so its presence marks a complete directory. Library headers may not
+// depend on a JSON library, so the writer is hand-written for this one schema and the reader uses
+// Boost.PropertyTree's JSON parser, checking every field's type and range itself.
+#pragma once
+
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainkit/checkpoint/detail/posix_file.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/tensor.hpp"
+
+namespace trainkit::checkpoint {
+
+inline constexpr std::string_view format_magic = "trainkit-checkpoint";
+inline constexpr int format_version = 1;
+inline constexpr std::size_t tensor_alignment = 64;  // bytes; a cache line and an AVX-512 vector
+inline constexpr std::string_view tensors_file_name = "tensors.bin";
+inline constexpr std::string_view manifest_file_name = "manifest.json";
+inline constexpr std::string_view temporary_prefix = ".tmp.";  // hidden; never a checkpoint
+
+/// "step_00000012": zero-padded to 8 digits so names sort like steps up to 10^8 (more digits
+/// beyond that; the listing parses the number rather than relying on name order).
+inline std::string step_dir_name(std::uint64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08llu", static_cast<unsigned long long>(step));
+  return buf;
+}
+
+/// The step of a directory named by `step_dir_name`, or nullopt for any other name.
+inline std::optional<std::uint64_t> parse_step_dir_name(std::string_view name) {
+  constexpr std::string_view prefix = "step_";
+  if (name.size() < prefix.size() + 8 || name.substr(0, prefix.size()) != prefix) return {};
+  const std::string_view digits = name.substr(prefix.size());
+  std::uint64_t step = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (r.ec != std::errc{} || r.ptr != digits.data() + digits.size()) return {};
+  if (step_dir_name(step) != name) return {};  // e.g. "step_+0000012" or extra leading zeros
+  return step;
+}
+
+/// One tensor as the manifest records it.
+struct manifest_entry {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // bytes from the start of tensors.bin, a multiple of 64
+  std::uint64_t bytes = 0;   // numel · dtype_size
+  std::uint32_t crc32c = 0;  // of the `bytes` bytes at `offset`
+
+  friend bool operator==(const manifest_entry&, const manifest_entry&) = default;
+};
+
+struct manifest {
+  std::uint64_t step = 0;
+  std::map<std::string, std::string> meta;
+  std::vector<manifest_entry> tensors;  // in file order
+
+  friend bool operator==(const manifest&, const manifest&) = default;
+
+  /// Size tensors.bin must have: the end of the last tensor (no trailing padding).
+  std::uint64_t data_size() const noexcept {
+    std::uint64_t end = 0;
+    for (const auto& t : tensors) end = std::max(end, t.offset + t.bytes);
+    return end;
+  }
+
+  const manifest_entry* find(std::string_view name) const noexcept {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+};
+
+/// "[2, 3]" for error messages.
+inline std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+namespace detail {
+
+// A JSON string literal: quotes, backslashes and control characters escaped; other bytes (UTF-8)
+// pass through unchanged, which JSON allows.
+inline void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace detail
+
+/// The manifest as JSON, one tensor per line so `cat manifest.json` stays readable.
+inline std::string manifest_to_json(const manifest& m) {
+  using detail::append_json_string;
+  std::string out = "{\n  \"format\": ";
+  append_json_string(out, format_magic);
+  out += ",\n  \"version\": " + std::to_string(format_version);
+  out += ",\n  \"step\": " + std::to_string(m.step);
+  out += ",\n  \"meta\": {";
+  bool first = true;
+  for (const auto& [key, value] : m.meta) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    append_json_string(out, key);
+    out += ": ";
+    append_json_string(out, value);
+  }
+  out += m.meta.empty() ? "}" : "\n  }";
+  out += ",\n  \"tensors\": [";
+  first = true;
+  for (const auto& t : m.tensors) {
+    out += first ? "\n    {\"name\": " : ",\n    {\"name\": ";
+    first = false;
+    append_json_string(out, t.name);
+    out += ", \"dtype\": ";
+    append_json_string(out, dtype_name(t.type));
+    out += ", \"shape\": [";
+    for (std::size_t i = 0; i < t.shape.size(); ++i)
+      out += (i ? ", " : "") + std::to_string(t.shape[i]);
+    out += "], \"offset\": " + std::to_string(t.offset);
+    out += ", \"bytes\": " + std::to_string(t.bytes);
+    out += ", \"crc32c\": " + std::to_string(t.crc32c) + "}";
+  }
+  out += m.tensors.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+namespace detail {
+
+using boost::property_tree::ptree;
+
+class manifest_reader {
+ public:
+  explicit manifest_reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw format_error("malformed checkpoint manifest '" + source_ + "': " + what);
+  }
+
+  const ptree& child(const ptree& node, const std::string& key, const std::string& where) const {
+    const auto it = node.find(key);  // a plain key lookup: no '.'-separated path parsing
+    if (it == node.not_found()) fail(where + ": missing \"" + key + "\"");
+    return it->second;
+  }
+
+  // PropertyTree keeps scalars as text; a JSON object or array has children instead.
+  std::string scalar(const ptree& node, const std::string& where) const {
+    if (!node.empty()) fail(where + " must be a number or string, not an object or array");
+    return node.data();
+  }
+
+  template <class T>
+  T unsigned_number(const ptree& node, const std::string& where) const {
+    const std::string text = scalar(node, where);
+    T value{};
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || r.ec != std::errc{} || r.ptr != text.data() + text.size())
+      fail(where + " must be an unsigned integer, got '" + text + "'");
+    return value;
+  }
+
+  // JSON arrays parse to children with empty keys; an empty array to a node with no data.
+  const ptree& array(const ptree& node, const std::string& where) const {
+    for (const auto& [key, value] : node)
+      if (!key.empty()) fail(where + " must be an array, not an object");
+    if (node.empty() && !node.data().empty()) fail(where + " must be an array");
+    return node;
+  }
+
+  const std::string& source() const noexcept { return source_; }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace detail
+
+/// Parses and checks a manifest's JSON; `source` (the file path) is named in every format_error.
+/// Checks: magic and version; integer fields; known dtypes; bytes = numel·dtype size; offsets
+/// 64-byte aligned, in increasing order and not overlapping; unique tensor names.
+inline manifest parse_manifest(const std::string& json, const std::string& source) {
+  using detail::ptree;
+  detail::manifest_reader r(source);
+  ptree root;
+  try {
+    std::istringstream in(json);
+    boost::property_tree::read_json(in, root);
+  } catch (const boost::property_tree::json_parser_error& e) {
+    r.fail("line " + std::to_string(e.line()) + ": " + e.message());
+  }
+  if (root.empty()) r.fail("not a JSON object");
+  const std::string magic = r.scalar(r.child(root, "format", "top level"), "\"format\"");
+  if (magic != format_magic)
+    r.fail("\"format\" is '" + magic + "', expected '" + std::string(format_magic) + "'");
+  const auto version =
+      r.unsigned_number<std::uint64_t>(r.child(root, "version", "top level"), "\"version\"");
+  if (version != std::uint64_t(format_version))
+    r.fail("unsupported version " + std::to_string(version) + " (this build reads version " +
+           std::to_string(format_version) + ")");
+
+  manifest m;
+  m.step = r.unsigned_number<std::uint64_t>(r.child(root, "step", "top level"), "\"step\"");
+  const ptree& meta = r.child(root, "meta", "top level");
+  if (meta.empty() && !meta.data().empty()) r.fail("\"meta\" must be an object");
+  for (const auto& [key, value] : meta) {
+    if (key.empty()) r.fail("\"meta\" must be an object, not an array");
+    m.meta[key] = r.scalar(value, "meta \"" + key + "\"");
+  }
+
+  std::set<std::string> names;
+  std::uint64_t end_of_previous = 0;
+  const ptree& tensors = r.array(r.child(root, "tensors", "top level"), "\"tensors\"");
+  std::size_t index = 0;
+  for (const auto& [unused_key, node] : tensors) {
+    const std::string where = "tensors[" + std::to_string(index++) + "]";
+    if (node.empty()) r.fail(where + " must be an object");
+    manifest_entry e;
+    e.name = r.scalar(r.child(node, "name", where), where + ".name");
+    const std::string tensor = where + " '" + e.name + "'";
+    if (e.name.empty()) r.fail(where + " has an empty name");
+    if (!names.insert(e.name).second) r.fail(tensor + " appears twice");
+    try {
+      e.type = dtype_from_name(r.scalar(r.child(node, "dtype", tensor), tensor + ".dtype"));
+    } catch (const format_error& err) {
+      r.fail(tensor + ": " + err.what());
+    }
+    for (const auto& [k, dim] : r.array(r.child(node, "shape", tensor), tensor + ".shape")) {
+      const auto d = r.unsigned_number<std::uint64_t>(dim, tensor + ".shape");
+      if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+        r.fail(tensor + ".shape has a dimension out of range");
+      e.shape.push_back(std::int64_t(d));
+    }
+    e.offset =
+        r.unsigned_number<std::uint64_t>(r.child(node, "offset", tensor), tensor + ".offset");
+    e.bytes = r.unsigned_number<std::uint64_t>(r.child(node, "bytes", tensor), tensor + ".bytes");
+    e.crc32c =
+        r.unsigned_number<std::uint32_t>(r.child(node, "crc32c", tensor), tensor + ".crc32c");
+    if (e.bytes != shape_numel(e.shape) * dtype_size(e.type))
+      r.fail(tensor + ": bytes " + std::to_string(e.bytes) + " do not match shape " +
+             shape_text(e.shape) + " of " + std::string(dtype_name(e.type)));
+    if (e.offset % tensor_alignment != 0)
+      r.fail(tensor + ": offset " + std::to_string(e.offset) + " is not a multiple of " +
+             std::to_string(tensor_alignment));
+    if (e.offset < end_of_previous)
+      r.fail(tensor + ": offset " + std::to_string(e.offset) + " overlaps the tensor before it");
+    if (e.offset + e.bytes < e.offset) r.fail(tensor + ": offset + bytes overflows");
+    end_of_previous = e.offset + e.bytes;
+    m.tensors.push_back(std::move(e));
+  }
+  return m;
+}
+
+/// Reads and parses `path` (a manifest.json); io_error when unreadable, format_error when bad.
+inline manifest read_manifest(const std::filesystem::path& path) {
+  return parse_manifest(detail::read_text_file(path), path.string());
+}
+
+}  // namespace trainkit::checkpoint

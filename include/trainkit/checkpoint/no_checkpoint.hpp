@@ -1,0 +1,29 @@
+// trainkit/checkpoint/no_checkpoint.hpp — the Checkpointer for runs that save nothing.
+//
+// `--ckpt-mode none` and benchmarks compose the trainer with this policy so the checkpoint code
+// path costs nothing: saves are no-ops with zero stall, and there is never anything to resume.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+
+namespace trainkit::checkpoint {
+
+class no_checkpoint {
+ public:
+  void save(const checkpoint_state&) {}
+  bool load_latest(checkpoint_state&) { return false; }
+  void wait() {}
+  double last_stall_ms() const noexcept { return 0.0; }
+  /// Always empty; present so trainers can treat every checkpointer alike.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+
+ private:
+  std::vector<std::string> warnings_;
+};
+
+static_assert(checkpointer<no_checkpoint>);
+
+}  // namespace trainkit::checkpoint

@@ -1,0 +1,140 @@
+// trainkit/checkpoint/read.hpp — loading a checkpoint with full verification, and resuming from
+// the newest one that is intact.
+//
+// A checkpoint is trusted only after its manifest parses, tensors.bin has exactly the size the
+// manifest implies, and every tensor's CRC-32C matches. Verification reads the whole file before
+// anything is copied into the caller's buffers, so a corrupt checkpoint leaves the model and
+// optimizer untouched (the fallback to an older checkpoint, or a fresh start, then begins from
+// clean state); the copy re-checks each CRC in case the file changed in between.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/detail/posix_file.hpp"
+#include "trainkit/checkpoint/format.hpp"
+#include "trainkit/checkpoint/list.hpp"
+#include "trainkit/core/crc32c.hpp"
+#include "trainkit/core/error.hpp"
+
+namespace trainkit::checkpoint {
+
+namespace detail {
+
+inline constexpr std::size_t read_chunk_bytes = std::size_t{8} << 20;
+
+// CRC-32C of `bytes` bytes at `offset`, read in chunks through `buffer`.
+inline std::uint32_t file_crc(posix_file& f, std::uint64_t offset, std::uint64_t bytes,
+                              std::vector<std::byte>& buffer) {
+  std::uint32_t crc = 0;
+  while (bytes > 0) {
+    const std::size_t n = std::size_t(std::min<std::uint64_t>(bytes, buffer.size()));
+    f.read_all_at(buffer.data(), n, offset);
+    crc = crc32c_extend(crc, buffer.data(), n);
+    offset += n;
+    bytes -= n;
+  }
+  return crc;
+}
+
+inline void check_loadable(const checkpoint_state& state) {
+  for (const auto& t : state.tensors) {
+    if (t.on_device)
+      throw config_error("checkpoint tensor '" + t.name +
+                         "' is in device memory: device tensors need the CUDA checkpointer");
+    if (t.data == nullptr && t.bytes() > 0)
+      throw config_error("checkpoint tensor '" + t.name + "' has no destination");
+  }
+}
+
+}  // namespace detail
+
+/// Fills every tensor listed in `state` from the checkpoint directory `ckpt` and sets
+/// `state.step` and `state.meta` from its manifest. Throws format_error, naming the checkpoint
+/// and the tensor, when the manifest is missing or malformed, a requested tensor is absent or
+/// has another dtype or shape, tensors.bin has the wrong size, or a CRC does not match; io_error
+/// when a file cannot be read. On any error the destination buffers are left unchanged (unless
+/// the file changes during the load). Tensors in the checkpoint that `state` does not ask for
+/// are verified but not loaded.
+inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state& state) {
+  detail::check_loadable(state);
+  const std::string where = "checkpoint '" + ckpt.string() + "'";
+  const std::filesystem::path manifest_path = ckpt / manifest_file_name;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(manifest_path, ec))
+    throw format_error(where + " has no " + std::string(manifest_file_name));
+  const manifest m = read_manifest(manifest_path);
+  if (const auto named = parse_step_dir_name(ckpt.filename().string()); named && *named != m.step)
+    throw format_error("checkpoint manifest '" + manifest_path.string() + "' says step " +
+                       std::to_string(m.step) + " but its directory is step " +
+                       std::to_string(*named));
+
+  std::vector<const manifest_entry*> sources;
+  for (const auto& t : state.tensors) {
+    const manifest_entry* e = m.find(t.name);
+    if (e == nullptr) throw format_error(where + " has no tensor '" + t.name + "'");
+    if (e->type != t.type)
+      throw format_error(where + ": tensor '" + t.name + "' is " +
+                         std::string(dtype_name(e->type)) + " in the checkpoint but " +
+                         std::string(dtype_name(t.type)) + " is expected");
+    if (e->shape != t.shape)
+      throw format_error(where + ": tensor '" + t.name + "' has shape " + shape_text(e->shape) +
+                         " in the checkpoint but " + shape_text(t.shape) + " is expected");
+    sources.push_back(e);
+  }
+
+  const std::filesystem::path data_path = ckpt / tensors_file_name;
+  detail::posix_file data = detail::posix_file::open_read(data_path);
+  const std::uint64_t size = data.size();
+  if (size != m.data_size())
+    throw format_error(where + ": " + std::string(tensors_file_name) + " is " +
+                       std::to_string(size) + " bytes but the manifest describes " +
+                       std::to_string(m.data_size()) +
+                       (size < m.data_size() ? " (truncated)" : ""));
+
+  std::vector<std::byte> buffer(std::size_t(
+      std::min<std::uint64_t>(detail::read_chunk_bytes, std::max<std::uint64_t>(size, 1))));
+  for (const auto& e : m.tensors) {
+    if (detail::file_crc(data, e.offset, e.bytes, buffer) != e.crc32c)
+      throw format_error(where + ": CRC-32C mismatch in tensor '" + e.name + "' (corrupt " +
+                         std::string(tensors_file_name) + ")");
+  }
+  for (std::size_t i = 0; i < state.tensors.size(); ++i) {
+    const state_tensor& t = state.tensors[i];
+    const manifest_entry& e = *sources[i];
+    data.read_all_at(t.data, std::size_t(e.bytes), e.offset);
+    if (crc32c(t.data, std::size_t(e.bytes)) != e.crc32c)
+      throw format_error(where + ": tensor '" + e.name + "' changed while it was being loaded");
+  }
+  data.close();
+  state.step = m.step;
+  state.meta = m.meta;
+}
+
+/// Loads the newest intact checkpoint under `dir` into `state`. A checkpoint that fails to load
+/// (format_error or io_error) adds one line to `warnings` and the next older one is tried.
+/// Returns false when there is no checkpoint or none loads. config_error (a state that cannot be
+/// loaded at all) is thrown, not turned into a warning.
+inline bool load_latest_checkpoint(const std::filesystem::path& dir, checkpoint_state& state,
+                                   std::vector<std::string>& warnings) {
+  detail::check_loadable(state);
+  const std::vector<checkpoint_entry> all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      load_checkpoint(it->path, state);
+      return true;
+    } catch (const format_error& e) {
+      warnings.push_back(std::string("skipping unusable checkpoint: ") + e.what());
+    } catch (const io_error& e) {
+      warnings.push_back(std::string("skipping unreadable checkpoint: ") + e.what());
+    }
+  }
+  return false;
+}
+
+}  // namespace trainkit::checkpoint

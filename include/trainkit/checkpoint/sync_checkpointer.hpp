@@ -1,0 +1,84 @@
+// trainkit/checkpoint/sync_checkpointer.hpp — the Checkpointer that writes on the caller's thread.
+//
+// The simplest correct policy: `save` runs the whole crash-safe write (write.hpp) before it
+// returns, so the training loop stalls for the full write and fsync time, which it reports as
+// `last_stall_ms` for the step profile. Use it for small models, for tests, and as the reference
+// the asynchronous checkpointer's output is compared with.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/read.hpp"
+#include "trainkit/checkpoint/write.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/timing.hpp"
+
+namespace trainkit::checkpoint {
+
+struct sync_checkpointer_config {
+  std::filesystem::path dir;  // one step_NNNNNNNN directory per checkpoint goes here
+  int keep_last = 0;          // keep the newest K complete checkpoints; 0 keeps all
+
+  friend bool operator==(const sync_checkpointer_config&,
+                         const sync_checkpointer_config&) = default;
+
+  void validate() const {
+    if (dir.empty()) throw config_error("checkpoint dir must not be empty");
+    if (keep_last < 0)
+      throw config_error("checkpoint keep_last must be >= 0 (0 keeps all): " +
+                         std::to_string(keep_last));
+  }
+};
+
+class sync_checkpointer {
+ public:
+  using config_type = sync_checkpointer_config;
+
+  explicit sync_checkpointer(sync_checkpointer_config config) : config_(std::move(config)) {
+    config_.validate();
+  }
+
+  /// Writes `state` as `dir/step_<state.step>` before returning (see write_checkpoint).
+  void save(const checkpoint_state& state) {
+    stopwatch clock;
+    try {
+      last_saved_ = write_checkpoint(config_.dir, state, config_.keep_last);
+    } catch (...) {
+      last_stall_ms_ = clock.elapsed_ms();
+      throw;
+    }
+    last_stall_ms_ = clock.elapsed_ms();
+  }
+
+  /// Fills `state` from the newest intact checkpoint; skipped corrupt ones add to `warnings()`.
+  bool load_latest(checkpoint_state& state) {
+    return load_latest_checkpoint(config_.dir, state, warnings_);
+  }
+
+  /// Nothing is ever in flight.
+  void wait() {}
+
+  double last_stall_ms() const noexcept { return last_stall_ms_; }
+
+  /// One line per checkpoint `load_latest` skipped, for the trainer to print.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  void clear_warnings() noexcept { warnings_.clear(); }
+
+  /// The directory of the last successful save (empty before the first).
+  const std::filesystem::path& last_saved() const noexcept { return last_saved_; }
+  const sync_checkpointer_config& config() const noexcept { return config_; }
+
+ private:
+  sync_checkpointer_config config_;
+  std::filesystem::path last_saved_;
+  std::vector<std::string> warnings_;
+  double last_stall_ms_ = 0.0;
+};
+
+static_assert(checkpointer<sync_checkpointer>);
+
+}  // namespace trainkit::checkpoint

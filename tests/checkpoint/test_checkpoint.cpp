@@ -1,0 +1,482 @@
+// Tests for trainkit/checkpoint: round trips (bit-identical tensors, meta, step), keep-last-K,
+// hidden temporary directories, and every corruption resume must survive (flipped byte, truncated
+// data, missing or malformed manifest, dtype/shape mismatch), with fallback to older checkpoints,
+// plus io_error for an unwritable directory and an end-to-end optimizer resume.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../optim/mock_model.hpp"
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/format.hpp"
+#include "trainkit/checkpoint/list.hpp"
+#include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/read.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
+#include "trainkit/checkpoint/write.hpp"
+#include "trainkit/optim/adamw_cpu.hpp"
+
+namespace tk = trainkit;
+namespace ck = trainkit::checkpoint;
+namespace fs = std::filesystem;
+
+static_assert(ck::checkpointer<ck::sync_checkpointer>);
+static_assert(ck::checkpointer<ck::no_checkpoint>);
+
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A fresh directory per test, removed afterwards.
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "trainkit_ckpt_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    dir_ = root_ / "ckpt";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path root_;
+  fs::path dir_;
+};
+
+// Owns the buffers behind a checkpoint_state with tensors of several dtypes and odd sizes, so
+// 64-byte alignment padding is exercised.
+struct sample_state {
+  std::vector<float> weights;          // (3, 5)
+  std::vector<std::uint64_t> counter;  // (1,)
+  std::vector<std::int32_t> ids;       // (7,)
+  std::vector<std::uint8_t> bytes;     // (13,)
+  std::vector<tk::bf16> halves;        // (2, 3)
+  std::vector<double> empty;           // (0,)
+
+  explicit sample_state(std::uint32_t seed)
+      : weights(15), counter(1), ids(7), bytes(13), halves(6) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    for (auto& w : weights) w = normal(rng);
+    counter[0] = rng() * 1000003ull;
+    for (auto& i : ids) i = std::int32_t(rng());
+    for (auto& b : bytes) b = std::uint8_t(rng());
+    for (auto& h : halves) h = tk::bf16::from_float(normal(rng));
+  }
+
+  ck::checkpoint_state view(std::uint64_t step) {
+    ck::checkpoint_state s;
+    s.step = step;
+    s.tensors = {tk::make_state_tensor("model.weights", std::span(weights), {3, 5}),
+                 tk::make_state_tensor("optim.step", std::span(counter), {1}),
+                 tk::make_state_tensor("data.ids", std::span(ids), {7}),
+                 tk::make_state_tensor("data.bytes", std::span(bytes), {13}),
+                 tk::make_state_tensor("model.halves", std::span(halves), {2, 3}),
+                 tk::make_state_tensor("model.empty", std::span(empty), {0})};
+    s.meta = {{"data_position", "epoch=0 shard=1 offset=2 seed=3"},
+              {"note", "quote \" backslash \\ newline \n tab \t bell \x07 utf8 \xc3\xa9"}};
+    return s;
+  }
+
+  bool same_as(const sample_state& o) const {
+    auto eq = [](const auto& a, const auto& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+    };
+    return eq(weights, o.weights) && eq(counter, o.counter) && eq(ids, o.ids) &&
+           eq(bytes, o.bytes) && eq(halves, o.halves);
+  }
+};
+
+void flip_byte(const fs::path& file, std::uint64_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(std::streamoff(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = char(c ^ 0x5a);
+  f.seekp(std::streamoff(offset));
+  f.write(&c, 1);
+}
+
+void write_file(const fs::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::vector<std::uint64_t> listed_steps(const fs::path& dir) {
+  std::vector<std::uint64_t> steps;
+  for (const auto& c : ck::list_checkpoints(dir)) steps.push_back(c.step);
+  return steps;
+}
+
+// Runs f, expecting format_error whose message contains every needle.
+template <class F>
+void expect_format_error(F&& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no format_error";
+  } catch (const tk::format_error& e) {
+    for (const auto& n : needles) EXPECT_TRUE(contains(e.what(), n)) << e.what() << " lacks " << n;
+  }
+}
+
+}  // namespace
+
+TEST(CheckpointFormat, StepDirectoryNames) {
+  EXPECT_EQ(ck::step_dir_name(12), "step_00000012");  // DESIGN.md's example
+  EXPECT_EQ(ck::step_dir_name(123456789), "step_123456789");
+  EXPECT_EQ(ck::parse_step_dir_name("step_00000012"), 12u);
+  EXPECT_EQ(ck::parse_step_dir_name("step_123456789"), 123456789u);
+  for (const char* bad : {"step_12", "step_0000001x", ".tmp.step_00000012", "step_000000012",
+                          "step_+0000012", "steps_00000012", "step_"})
+    EXPECT_FALSE(ck::parse_step_dir_name(bad).has_value()) << bad;
+}
+
+TEST(CheckpointFormat, ManifestJsonRoundTrip) {
+  ck::manifest m;
+  m.step = 42;
+  m.meta = {{"a", "x\"y\\z\n\x01"}, {"config.lr", "6e-4"}};
+  m.tensors = {{"wte", tk::dtype::f32, {4, 8}, 0, 128, 0xdeadbeefu},
+               {"scalar", tk::dtype::u64, {}, 128, 8, 7u},
+               {"h.0.w", tk::dtype::bf16, {3}, 192, 6, 0u}};
+  const std::string json = ck::manifest_to_json(m);
+  EXPECT_TRUE(contains(json, "\"format\": \"trainkit-checkpoint\"")) << json;
+  EXPECT_EQ(ck::parse_manifest(json, "mem"), m);
+  ck::manifest empty;
+  EXPECT_EQ(ck::parse_manifest(ck::manifest_to_json(empty), "mem"), empty);
+}
+
+TEST_F(CheckpointTest, WriteListLoadRoundTripIsBitIdentical) {
+  sample_state saved(1);
+  const fs::path path = ck::write_checkpoint(dir_, saved.view(12), 0);
+  EXPECT_EQ(path, dir_ / "step_00000012");
+  EXPECT_TRUE(fs::is_regular_file(path / "tensors.bin"));
+  EXPECT_TRUE(fs::is_regular_file(path / "manifest.json"));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".tmp")) << e.path();
+  ASSERT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{12});
+
+  const ck::manifest m = ck::read_manifest(path / "manifest.json");
+  ASSERT_EQ(m.tensors.size(), 6u);
+  for (const auto& e : m.tensors) EXPECT_EQ(e.offset % 64, 0u) << e.name;
+  EXPECT_EQ(fs::file_size(path / "tensors.bin"), m.data_size());
+
+  sample_state loaded(2);
+  ASSERT_FALSE(loaded.same_as(saved));
+  ck::checkpoint_state into = loaded.view(0);
+  into.meta.clear();
+  ck::load_checkpoint(path, into);
+  EXPECT_TRUE(loaded.same_as(saved));
+  EXPECT_EQ(into.step, 12u);
+  EXPECT_EQ(into.meta, saved.view(12).meta);
+}
+
+TEST_F(CheckpointTest, KeepLastKeepsTheNewestK) {
+  sample_state s(3);
+  for (std::uint64_t step = 1; step <= 5; ++step) ck::write_checkpoint(dir_, s.view(step * 10), 2);
+  EXPECT_EQ(listed_steps(dir_), (std::vector<std::uint64_t>{40, 50}));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".tmp")) << e.path();
+
+  const fs::path all = root_ / "all";
+  for (std::uint64_t step = 1; step <= 4; ++step) ck::write_checkpoint(all, s.view(step), 0);
+  EXPECT_EQ(listed_steps(all), (std::vector<std::uint64_t>{1, 2, 3, 4}));
+}
+
+TEST_F(CheckpointTest, KeepLastNeverDeletesTheOneJustWritten) {
+  sample_state s(4);
+  ck::write_checkpoint(dir_, s.view(10), 0);
+  ck::write_checkpoint(dir_, s.view(20), 0);
+  ck::write_checkpoint(dir_, s.view(5), 1);  // older than what is there (a restarted run)
+  EXPECT_EQ(listed_steps(dir_), (std::vector<std::uint64_t>{5, 20}));
+}
+
+TEST_F(CheckpointTest, ResavingAStepReplacesIt) {
+  sample_state first(5), second(6), loaded(7);
+  ck::write_checkpoint(dir_, first.view(3), 0);
+  ck::write_checkpoint(dir_, second.view(3), 0);
+  EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{3});
+  auto into = loaded.view(0);
+  ck::load_checkpoint(dir_ / "step_00000003", into);
+  EXPECT_TRUE(loaded.same_as(second));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_FALSE(e.path().filename().string().starts_with(".tmp")) << e.path();
+}
+
+TEST_F(CheckpointTest, TemporaryAndIncompleteDirectoriesAreIgnored) {
+  sample_state good(8), newer(9);
+  ck::write_checkpoint(dir_, good.view(7), 0);
+  // A crashed save of step 9 that got as far as its manifest, still under the hidden name.
+  const fs::path crashed = ck::write_checkpoint(root_ / "other", newer.view(9), 0);
+  fs::rename(crashed, dir_ / ".tmp.step_00000009");
+  // A complete-looking name without a manifest, a badly named one, and a stray file.
+  const fs::path no_manifest = ck::write_checkpoint(dir_, newer.view(8), 0);
+  fs::remove(no_manifest / "manifest.json");
+  fs::create_directory(dir_ / "step_11");
+  write_file(dir_ / "step_00000010", "not a directory");
+  EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{7});
+
+  sample_state loaded(10);
+  ck::sync_checkpointer c({.dir = dir_});
+  auto into = loaded.view(0);
+  ASSERT_TRUE(c.load_latest(into));
+  EXPECT_EQ(into.step, 7u);
+  EXPECT_TRUE(loaded.same_as(good));
+  EXPECT_TRUE(c.warnings().empty());
+}
+
+TEST_F(CheckpointTest, StaleTemporaryDirectoriesOfOlderStepsAreCleanedUp) {
+  sample_state s(11);
+  fs::create_directories(dir_ / ".tmp.step_00000001");
+  fs::create_directories(dir_ / ".tmp.step_00000009");
+  ck::write_checkpoint(dir_, s.view(2), 0);
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000001"));
+  EXPECT_TRUE(fs::exists(dir_ / ".tmp.step_00000009")) << "a newer save may still be running";
+}
+
+TEST_F(CheckpointTest, FlippedByteIsACrcErrorAndResumeFallsBack) {
+  sample_state older(12), newer(13);
+  ck::write_checkpoint(dir_, older.view(100), 0);
+  const fs::path bad = ck::write_checkpoint(dir_, newer.view(200), 0);
+  const ck::manifest m = ck::read_manifest(bad / "manifest.json");
+  const ck::manifest_entry* ids = m.find("data.ids");
+  ASSERT_NE(ids, nullptr);
+  flip_byte(bad / "tensors.bin", ids->offset + 5);
+
+  sample_state loaded(14);
+  const sample_state untouched = loaded;
+  auto into = loaded.view(0);
+  expect_format_error([&] { ck::load_checkpoint(bad, into); },
+                      {"'data.ids'", "CRC", "step_00000200"});
+  EXPECT_TRUE(loaded.same_as(untouched)) << "a failed load must not modify the destination";
+
+  ck::sync_checkpointer c({.dir = dir_});
+  ASSERT_TRUE(c.load_latest(into));
+  EXPECT_EQ(into.step, 100u);
+  EXPECT_TRUE(loaded.same_as(older));
+  ASSERT_EQ(c.warnings().size(), 1u);
+  EXPECT_TRUE(contains(c.warnings()[0], "step_00000200")) << c.warnings()[0];
+  EXPECT_TRUE(contains(c.warnings()[0], "data.ids")) << c.warnings()[0];
+}
+
+TEST_F(CheckpointTest, CorruptionInAPaddingByteIsHarmlessButInATensorIsNot) {
+  // Flip the last byte of each tensor in turn: every one must be caught by its own CRC.
+  sample_state s(15);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(1), 0);
+  const ck::manifest m = ck::read_manifest(p / "manifest.json");
+  for (const auto& e : m.tensors) {
+    if (e.bytes == 0) continue;
+    flip_byte(p / "tensors.bin", e.offset + e.bytes - 1);
+    sample_state loaded(16);
+    auto into = loaded.view(0);
+    expect_format_error([&] { ck::load_checkpoint(p, into); }, {"'" + e.name + "'"});
+    flip_byte(p / "tensors.bin", e.offset + e.bytes - 1);  // restore
+  }
+  sample_state loaded(17);
+  auto into = loaded.view(0);
+  EXPECT_NO_THROW(ck::load_checkpoint(p, into));
+}
+
+TEST_F(CheckpointTest, TruncatedTensorsFile) {
+  sample_state s(18);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(4), 0);
+  fs::resize_file(p / "tensors.bin", fs::file_size(p / "tensors.bin") - 3);
+  sample_state loaded(19);
+  auto into = loaded.view(0);
+  expect_format_error([&] { ck::load_checkpoint(p, into); }, {"truncated", "step_00000004"});
+  fs::resize_file(p / "tensors.bin", 0);
+  expect_format_error([&] { ck::load_checkpoint(p, into); }, {"truncated"});
+  std::vector<std::string> warnings;
+  EXPECT_FALSE(ck::load_latest_checkpoint(dir_, into, warnings));
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST_F(CheckpointTest, MissingManifest) {
+  sample_state s(20);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(4), 0);
+  fs::remove(p / "manifest.json");
+  EXPECT_TRUE(ck::list_checkpoints(dir_).empty());
+  auto into = s.view(0);
+  expect_format_error([&] { ck::load_checkpoint(p, into); }, {"manifest.json", "step_00000004"});
+}
+
+TEST_F(CheckpointTest, MalformedManifestsNameTheManifest) {
+  sample_state s(21);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(6), 0);
+  const fs::path manifest_path = p / "manifest.json";
+  const std::string good = ck::manifest_to_json(ck::read_manifest(manifest_path));
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{ not json", "line"},
+      {"", "line 1"},
+      {"[1, 2]", "missing \"format\""},
+      {replaced("trainkit-checkpoint", "other-format"), "other-format"},
+      {replaced("\"version\": 1", "\"version\": 2"), "version 2"},
+      {replaced("\"step\": 6", "\"step\": -6"), "\"step\""},
+      {replaced("\"step\": 6", "\"step\": 7"), "says step 7"},
+      {replaced("\"tensors\"", "\"tensor_list\""), "missing \"tensors\""},
+      {replaced("\"dtype\": \"f32\"", "\"dtype\": \"f17\""), "f17"},
+      {replaced("\"offset\": 0", "\"offset\": \"zero\""), "'zero'"},
+      {replaced("\"offset\": 0", "\"offset\": 8"), "not a multiple of 64"},
+      {replaced("\"bytes\": 60", "\"bytes\": 64"), "do not match shape"},
+      {replaced("\"shape\": [3, 5]", "\"shape\": {\"a\": 3}"), "must be an array"},
+      {replaced("\"name\": \"data.ids\"", "\"name\": \"optim.step\""), "appears twice"},
+  };
+  for (const auto& [text, needle] : cases) {
+    write_file(manifest_path, text);
+    auto into = s.view(0);
+    SCOPED_TRACE(text.substr(0, 60));
+    expect_format_error([&] { ck::load_checkpoint(p, into); }, {manifest_path.string(), needle});
+  }
+}
+
+TEST_F(CheckpointTest, DtypeShapeAndMissingTensorMismatches) {
+  sample_state s(22);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(8), 0);
+  {
+    auto into = s.view(0);
+    into.tensors[0].shape = {5, 3};
+    expect_format_error([&] { ck::load_checkpoint(p, into); },
+                        {"'model.weights'", "[3, 5]", "[5, 3]", "step_00000008"});
+  }
+  {
+    std::vector<std::int32_t> as_int(15);
+    auto into = s.view(0);
+    into.tensors[0] = tk::make_state_tensor("model.weights", std::span(as_int), {3, 5});
+    expect_format_error([&] { ck::load_checkpoint(p, into); }, {"'model.weights'", "f32", "i32"});
+  }
+  {
+    std::vector<float> extra(2);
+    auto into = s.view(0);
+    into.tensors.push_back(tk::make_state_tensor("model.missing", std::span(extra), {2}));
+    expect_format_error([&] { ck::load_checkpoint(p, into); }, {"'model.missing'"});
+  }
+  {  // Loading a subset is fine: the trainer may ask only for the model.
+    sample_state loaded(23);
+    auto into = loaded.view(0);
+    into.tensors.resize(1);
+    ck::load_checkpoint(p, into);
+    EXPECT_EQ(loaded.weights, s.weights);
+  }
+}
+
+TEST_F(CheckpointTest, NoValidCheckpointReturnsFalseAndLeavesStateAlone) {
+  sample_state a(24), b(25);
+  for (std::uint64_t step : {1u, 2u}) {
+    const fs::path p = ck::write_checkpoint(dir_, (step == 1 ? a : b).view(step), 0);
+    flip_byte(p / "tensors.bin", 1);
+  }
+  sample_state loaded(26);
+  const sample_state before = loaded;
+  ck::sync_checkpointer c({.dir = dir_});
+  auto into = loaded.view(77);
+  EXPECT_FALSE(c.load_latest(into));
+  EXPECT_EQ(c.warnings().size(), 2u);
+  EXPECT_TRUE(loaded.same_as(before));
+  EXPECT_EQ(into.step, 77u);
+
+  ck::sync_checkpointer empty({.dir = root_ / "does-not-exist"});
+  EXPECT_FALSE(empty.load_latest(into));
+  EXPECT_TRUE(empty.warnings().empty());
+}
+
+TEST_F(CheckpointTest, UnwritableDirectoryIsAnIoErrorNamingThePath) {
+  // Root ignores permission bits, so use a path that runs through a regular file.
+  write_file(root_ / "file", "x");
+  const fs::path impossible = root_ / "file" / "sub";
+  sample_state s(27);
+  try {
+    ck::write_checkpoint(impossible, s.view(1), 0);
+    ADD_FAILURE() << "no io_error";
+  } catch (const tk::io_error& e) {
+    EXPECT_TRUE(contains(e.what(), impossible.string())) << e.what();
+    EXPECT_TRUE(contains(e.what(), "Not a directory")) << e.what();
+  }
+  ck::sync_checkpointer c({.dir = impossible});
+  EXPECT_THROW(c.save(s.view(1)), tk::io_error);
+  EXPECT_THROW(ck::list_checkpoints(root_ / "file"), tk::io_error);
+}
+
+TEST_F(CheckpointTest, DeviceTensorsAndBadConfigsAreConfigErrors) {
+  sample_state s(28);
+  auto state = s.view(1);
+  state.tensors[2].on_device = true;
+  try {
+    ck::write_checkpoint(dir_, state, 0);
+    ADD_FAILURE() << "device tensor accepted";
+  } catch (const tk::config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "CUDA checkpointer")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "data.ids")) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "step_00000001"));
+  ck::sync_checkpointer c({.dir = dir_});
+  EXPECT_THROW(c.load_latest(state), tk::config_error);
+
+  auto dup = s.view(1);
+  dup.tensors[1].name = dup.tensors[0].name;
+  EXPECT_THROW(ck::write_checkpoint(dir_, dup, 0), tk::config_error);
+  EXPECT_THROW(ck::write_checkpoint(dir_, s.view(1), -1), tk::config_error);
+  EXPECT_THROW(ck::sync_checkpointer({.dir = ""}), tk::config_error);
+  EXPECT_THROW(ck::sync_checkpointer({.dir = dir_, .keep_last = -2}), tk::config_error);
+}
+
+TEST(NoCheckpoint, SavesNothingAndNeverResumes) {
+  ck::no_checkpoint c;
+  std::vector<float> v(3, 1.0f);
+  ck::checkpoint_state s{
+      .step = 5, .tensors = {tk::make_state_tensor("x", std::span(v), {3})}, .meta = {}};
+  c.save(s);
+  c.wait();
+  EXPECT_FALSE(c.load_latest(s));
+  EXPECT_EQ(c.last_stall_ms(), 0.0);
+  EXPECT_EQ(s.step, 5u);
+}
+
+TEST_F(CheckpointTest, OptimizerAndModelResumeBitIdenticallyThroughACheckpoint) {
+  using model_t = trainkit_test::quadratic_model<>;
+  const tk::optim::adamw_config cfg{};
+  auto run_steps = [](model_t& m, tk::optim::adamw_cpu& o, int from, int to) {
+    for (int s = from; s < to; ++s) {
+      m.zero_grad();
+      m.forward_backward({}, 1.0f);
+      o.step(m, 1e-2f * float(s + 1));
+    }
+  };
+  auto gather = [](model_t& m, tk::optim::adamw_cpu& o, std::uint64_t step) {
+    ck::checkpoint_state st{.step = step, .tensors = m.state(), .meta = {}};
+    for (auto& t : o.state()) st.tensors.push_back(t);
+    return st;
+  };
+
+  model_t straight(31), resumed(31);
+  tk::optim::adamw_cpu opt_straight(straight, cfg);
+  run_steps(straight, opt_straight, 0, 8);
+  {
+    tk::optim::adamw_cpu opt(resumed, cfg);
+    run_steps(resumed, opt, 0, 4);
+    ck::sync_checkpointer c({.dir = dir_, .keep_last = 1});
+    c.save(gather(resumed, opt, 4));
+  }
+  model_t fresh(31);  // a new process: parameters scrambled, moments zero
+  std::fill(fresh.parameters().begin(), fresh.parameters().end(), 0.5f);
+  tk::optim::adamw_cpu opt(fresh, cfg);
+  ck::sync_checkpointer c({.dir = dir_});
+  auto st = gather(fresh, opt, 0);
+  ASSERT_TRUE(c.load_latest(st));
+  EXPECT_EQ(st.step, 4u);
+  EXPECT_EQ(opt.steps_taken(), 4u);
+  run_steps(fresh, opt, 4, 8);
+  EXPECT_EQ(std::memcmp(fresh.parameters().data(), straight.parameters().data(),
+                        straight.parameters().size_bytes()),
+            0);
+}
