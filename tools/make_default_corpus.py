@@ -7,8 +7,9 @@ topic is one document, preceded by <|endoftext|> (50256) as in the llm.c shard c
 are taken in sorted order until about --bytes of text. The last ~10% of tokens form the validation
 split. Tokens come from tiktoken's gpt2 encoding built from the local vocab files.
 
-Also writes tests/tokenizer/fixtures/default_corpus_head.txt: the source text of the first
-documents, so a test can check that trainkit's decoder turns the embedded ids back into it.
+Also writes tests/tokenizer/fixtures/default_corpus_head.txt: the source text of the first three
+documents, each preceded by the spelling "<|endoftext|>", so a test can check that trainkit's
+decoder turns the first embedded ids back into exactly that text.
 
 Usage: python3 tools/make_default_corpus.py [--vocab DIR] [--bytes 250000]
 """
@@ -101,10 +102,10 @@ inline constexpr std::uint16_t default_corpus_eot = {EOT};
         f.write(header + body)
     os.makedirs(os.path.dirname(args.head_out), exist_ok=True)
     with open(args.head_out, "w", encoding="utf-8", newline="") as f:
-        f.write(docs[0])
+        f.write("".join("<|endoftext|>" + d for d in docs[:3]))
     print(
         f"{args.out}: {len(docs)} documents, {used} bytes, {len(train)} train + {len(val)} val"
-        f" tokens; {args.head_out}: {len(docs[0])} chars",
+        f" tokens; {args.head_out}: 3 documents",
         file=sys.stderr,
     )
 
