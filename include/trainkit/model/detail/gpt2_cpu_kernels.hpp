@@ -1,0 +1,295 @@
+// trainkit/model/detail/gpt2_cpu_kernels.hpp — forward and backward of each GPT-2 layer on the
+// CPU, one function per layer as in llm.c's train_gpt2.c, over flat row-major buffers.
+//
+// Matrix products go through Eigen (Maps over the flat buffers, no copies), whose OpenMP GEMM is
+// where the time goes; the other loops are split over rows or (batch, head) pairs with OpenMP.
+// Every parallel loop writes disjoint outputs and every sum runs in an order fixed by the shapes
+// (never by thread scheduling), so the same inputs give bit-identical results run after run.
+// Backward functions *assign* activation gradients (except the residual stream, which they add
+// into) and *add* into parameter gradients, so the model can accumulate over micro-batches.
+// Not for users: gpt2_cpu.hpp is the interface.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(_OPENMP)
+#define TRAINKIT_OMP_PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+#else
+#define TRAINKIT_OMP_PARALLEL_FOR
+#endif
+
+namespace trainkit::model::detail {
+
+using index = std::ptrdiff_t;
+
+template <class S>
+using row_matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class S>
+using matrix_map = Eigen::Map<row_matrix<S>>;
+template <class S>
+using const_matrix_map = Eigen::Map<const row_matrix<S>>;
+// A column slice of a wider row-major buffer, e.g. one head's q inside qkv's 3C-wide rows.
+template <class S>
+using strided_map = Eigen::Map<row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class S>
+using const_strided_map = Eigen::Map<const row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class S>
+using row_array = Eigen::Array<S, 1, Eigen::Dynamic>;
+template <class S>
+using array_map = Eigen::Map<row_array<S>>;
+template <class S>
+using const_array_map = Eigen::Map<const row_array<S>>;
+
+// ---- embeddings ---------------------------------------------------------------------------------
+
+/// out[b,t] = wte[token[b,t]] + wpe[t].
+template <class S>
+void encoder_forward(S* out, const std::int32_t* tokens, const S* wte, const S* wpe, int B, int T,
+                     int C) {
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index r = 0; r < index(B) * T; ++r) {
+    const index t = r % T;
+    array_map<S>(out + r * C, C) =
+        const_array_map<S>(wte + index(tokens[r]) * C, C) + const_array_map<S>(wpe + t * C, C);
+  }
+}
+
+/// dwte[token] += dout, dwpe[t] += dout. Sequential: tokens repeat, and the row order must not
+/// depend on threads. It is O(B·T·C), noise next to the GEMMs.
+template <class S>
+void encoder_backward(S* dwte, S* dwpe, const S* dout, const std::int32_t* tokens, int B, int T,
+                      int C) {
+  for (index r = 0; r < index(B) * T; ++r) {
+    const index t = r % T;
+    const_array_map<S> d(dout + r * C, C);
+    array_map<S>(dwte + index(tokens[r]) * C, C) += d;
+    array_map<S>(dwpe + t * C, C) += d;
+  }
+}
+
+// ---- layer norm ---------------------------------------------------------------------------------
+
+/// Per row of (N, C): out = (x - mean) * rstd * w + b; keeps mean and rstd for backward.
+template <class S>
+void layernorm_forward(S* out, S* mean, S* rstd, const S* inp, const S* w, const S* b, index N,
+                       int C) {
+  const_array_map<S> weight(w, C), bias(b, C);
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index r = 0; r < N; ++r) {
+    const_array_map<S> x(inp + r * C, C);
+    const S m = x.mean();
+    const S var = (x - m).square().mean();
+    const S s = S(1) / std::sqrt(var + S(1e-5));
+    array_map<S>(out + r * C, C) = (x - m) * s * weight + bias;
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
+/// dinp += ∂/∂x; dw += Σ_rows dout·norm; db += Σ_rows dout. The parameter sums are split over
+/// channel blocks, each block summing rows in order, so no reduction crosses threads.
+template <class S>
+void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w,
+                        const S* mean, const S* rstd, index N, int C) {
+  const_array_map<S> weight(w, C);
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index r = 0; r < N; ++r) {
+    const_array_map<S> x(inp + r * C, C), dy(dout + r * C, C);
+    const auto norm = (x - mean[r]) * rstd[r];
+    const auto dnorm = weight * dy;
+    const S dnorm_mean = dnorm.mean();
+    const S dnorm_norm_mean = (dnorm * norm).mean();
+    array_map<S>(dinp + r * C, C) += rstd[r] * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+  }
+  constexpr index block = 64;
+  const index blocks = (C + block - 1) / block;
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index k = 0; k < blocks; ++k) {
+    const index c0 = k * block, n = std::min<index>(block, C - c0);
+    array_map<S> gw(dw + c0, n), gb(db + c0, n);
+    for (index r = 0; r < N; ++r) {
+      const_array_map<S> x(inp + r * C + c0, n), dy(dout + r * C + c0, n);
+      gw += dy * (x - mean[r]) * rstd[r];
+      gb += dy;
+    }
+  }
+}
+
+// ---- linear layers ------------------------------------------------------------------------------
+
+/// out (N, OC) = inp (N, IC) · wᵀ, w (OC, IC) as in PyTorch's nn.Linear and llm.c.
+template <class S>
+void matmul_forward(S* out, const S* inp, const S* w, index N, int IC, int OC) {
+  matrix_map<S>(out, N, OC).noalias() =
+      const_matrix_map<S>(inp, N, IC) * const_matrix_map<S>(w, OC, IC).transpose();
+}
+
+/// out[r] += bias (+ residual[r]): the bias of a linear layer, fused with the residual add.
+template <class S>
+void add_bias_residual(S* out, const S* bias, const S* residual, index N, int C) {
+  const_array_map<S> b(bias, C);
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index r = 0; r < N; ++r) {
+    array_map<S> y(out + r * C, C);
+    if (residual)
+      y += b + const_array_map<S>(residual + r * C, C);
+    else
+      y += b;
+  }
+}
+
+/// dinp = dout · w (assigned); dw += doutᵀ · inp; db += Σ_rows dout (db may be null).
+template <class S>
+void matmul_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w, index N,
+                     int IC, int OC) {
+  const_matrix_map<S> dy(dout, N, OC);
+  matrix_map<S>(dinp, N, IC).noalias() = dy * const_matrix_map<S>(w, OC, IC);
+  matrix_map<S>(dw, OC, IC).noalias() += dy.transpose() * const_matrix_map<S>(inp, N, IC);
+  if (db) {
+    // Channel blocks in parallel, rows in order within each: deterministic and vectorised.
+    constexpr index block = 256;
+    const index blocks = (OC + block - 1) / block;
+    TRAINKIT_OMP_PARALLEL_FOR
+    for (index k = 0; k < blocks; ++k) {
+      const index c0 = k * block, n = std::min<index>(block, OC - c0);
+      array_map<S> gb(db + c0, n);
+      for (index r = 0; r < N; ++r) gb += const_array_map<S>(dout + r * OC + c0, n);
+    }
+  }
+}
+
+// ---- GELU (tanh approximation, as GPT-2) --------------------------------------------------------
+
+template <class S>
+inline constexpr S gelu_scale = S(0.7978845608028654);  // sqrt(2/π)
+
+template <class S>
+inline constexpr index elementwise_chunk = 4096;  // a chunk fits L1; enough chunks to split
+
+/// out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+template <class S>
+void gelu_forward(S* out, const S* inp, index n) {
+  const index chunks = (n + elementwise_chunk<S> - 1) / elementwise_chunk<S>;
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index k = 0; k < chunks; ++k) {
+    const index i0 = k * elementwise_chunk<S>, m = std::min(elementwise_chunk<S>, n - i0);
+    const_array_map<S> x(inp + i0, m);
+    array_map<S>(out + i0, m) =
+        S(0.5) * x * (S(1) + (gelu_scale<S> * (x + S(0.044715) * x.cube())).tanh());
+  }
+}
+
+/// dinp = dout · gelu'(x) (assigned; dinp may alias dout).
+template <class S>
+void gelu_backward(S* dinp, const S* inp, const S* dout, index n) {
+  const index chunks = (n + elementwise_chunk<S> - 1) / elementwise_chunk<S>;
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index k = 0; k < chunks; ++k) {
+    const index i0 = k * elementwise_chunk<S>, m = std::min(elementwise_chunk<S>, n - i0);
+    const_array_map<S> x(inp + i0, m);
+    const row_array<S> th = (gelu_scale<S> * (x + S(0.044715) * x.cube())).tanh();
+    const row_array<S> local = S(0.5) * (S(1) + th) + S(0.5) * x * (S(1) - th.square()) *
+                                                          gelu_scale<S> *
+                                                          (S(1) + S(3 * 0.044715) * x.square());
+    array_map<S>(dinp + i0, m) = const_array_map<S>(dout + i0, m) * local;
+  }
+}
+
+// ---- causal multi-head self-attention -----------------------------------------------------------
+
+/// qkv (B, T, 3C) holds q | k | v, each split into H heads of C/H. Writes the attention
+/// probabilities att (B, H, T, T) (zero above the diagonal) and out (B, T, C) = att · v per head.
+template <class S>
+void attention_forward(S* out, S* att, const S* qkv, int B, int T, int C, int H) {
+  const int hs = C / H;
+  const S scale = S(1) / std::sqrt(S(hs));
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index bh = 0; bh < index(B) * H; ++bh) {
+    const index b = bh / H, h = bh % H;
+    const S* base = qkv + b * T * 3 * C + h * hs;
+    const_strided_map<S> q(base, T, hs, Eigen::OuterStride<>(3 * C));
+    const_strided_map<S> k(base + C, T, hs, Eigen::OuterStride<>(3 * C));
+    const_strided_map<S> v(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
+    matrix_map<S> p(att + bh * T * T, T, T);
+    p.noalias() = q * k.transpose();  // (T, T)
+    for (index t = 0; t < T; ++t) {
+      auto row = p.row(t).array();
+      auto seen = row.head(t + 1);  // causal: position t attends to 0..t
+      const S m = seen.maxCoeff() * scale;
+      seen = (seen * scale - m).exp();
+      seen /= seen.sum();
+      row.tail(T - 1 - t).setZero();
+    }
+    strided_map<S>(out + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)).noalias() =
+        p * v;  // (T, hs)
+  }
+}
+
+/// dqkv (B, T, 3C) assigned from dout (B, T, C); scratch holds B·H·T·T elements.
+template <class S>
+void attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, const S* att, int B,
+                        int T, int C, int H) {
+  const int hs = C / H;
+  const S scale = S(1) / std::sqrt(S(hs));
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index bh = 0; bh < index(B) * H; ++bh) {
+    const index b = bh / H, h = bh % H;
+    const index off = b * T * 3 * C + h * hs;
+    const Eigen::OuterStride<> s3(3 * C);
+    const_strided_map<S> q(qkv + off, T, hs, s3), k(qkv + off + C, T, hs, s3),
+        v(qkv + off + 2 * C, T, hs, s3);
+    strided_map<S> dq(dqkv + off, T, hs, s3), dk(dqkv + off + C, T, hs, s3),
+        dv(dqkv + off + 2 * C, T, hs, s3);
+    const_strided_map<S> dy(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
+    const_matrix_map<S> p(att + bh * T * T, T, T);
+    matrix_map<S> ds(scratch + bh * T * T, T, T);
+    ds.noalias() = dy * v.transpose();  // dP (T, T)
+    for (index t = 0; t < T; ++t) {
+      // Softmax backward on the causal part; entries above the diagonal have p = 0.
+      auto pr = p.row(t).array().head(t + 1);
+      auto dr = ds.row(t).array().head(t + 1);
+      const S dot = (pr * dr).sum();
+      dr = pr * (dr - dot) * scale;  // dS with the 1/sqrt(hs) of the scores folded in
+      ds.row(t).tail(T - 1 - t).setZero();
+    }
+    dq.noalias() = ds * k;
+    dk.noalias() = ds.transpose() * q;
+    dv.noalias() = p.transpose() * dy;
+  }
+}
+
+// ---- softmax cross-entropy over the vocabulary --------------------------------------------------
+
+/// For each of the `rows` rows of logits (rows, Vp), the cross-entropy against its target over the
+/// first V columns only (the padded columns are not tokens), written to losses[r]. With backward,
+/// the logits are replaced by dloss·(softmax − onehot) and the padded columns by zero.
+template <class S>
+void softmax_crossentropy(S* logits, double* losses, const std::int32_t* targets, index rows, int V,
+                          int Vp, bool backward, S dloss) {
+  TRAINKIT_OMP_PARALLEL_FOR
+  for (index r = 0; r < rows; ++r) {
+    array_map<S> row(logits + r * Vp, V);
+    const index target = targets[r];
+    const S m = row.maxCoeff();
+    const S target_logit = row[target];
+    if (!backward) {
+      const S sum = (row - m).exp().sum();
+      losses[r] = std::log(double(sum)) - double(target_logit - m);
+      continue;
+    }
+    row = (row - m).exp();
+    const S sum = row.sum();
+    losses[r] = std::log(double(sum)) - double(target_logit - m);
+    row *= dloss / sum;
+    row[target] -= dloss;
+    array_map<S>(logits + r * Vp + V, Vp - V).setZero();
+  }
+}
+
+}  // namespace trainkit::model::detail

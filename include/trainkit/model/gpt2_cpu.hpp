@@ -1,0 +1,390 @@
+// trainkit/model/gpt2_cpu.hpp — the CPU reference GPT-2 (Eigen + OpenMP), float or double.
+//
+// The model llm.c's train_gpt2.c trains, written against trainkit's Model concept: token and
+// position embeddings, pre-LayerNorm blocks (causal multi-head attention with a fused qkv
+// projection, then a 4C tanh-GELU MLP, each added to the residual stream), a final LayerNorm and
+// an LM head tied to wte. Logits span the padded vocabulary Vp, but the softmax ranges over the V
+// real tokens only, so the padded rows of wte get no gradient from the head.
+//
+// Parameters and gradients are flat buffers in llm.c's layout (gpt2_config.hpp). The backward
+// pass is written by hand (detail/gpt2_cpu_kernels.hpp); the double instantiation exists for
+// finite-difference gradient checks. Results are bit-identical run to run for a fixed thread count.
+//
+// Activations are sized for the batch shape on first use and reused while it stays the same. The
+// LM head runs in chunks of rows so a large B·T never materialises all (B·T, Vp) logits.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/batch.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/model/detail/aligned_vector.hpp"
+#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
+#include "trainkit/model/detail/normal_sampler.hpp"
+#include "trainkit/model/gpt2_config.hpp"
+
+namespace trainkit::model {
+
+/// Constructor tag: all parameters zero, no random draws (e.g. before loading a model file).
+struct zero_parameters_t {
+  explicit zero_parameters_t() = default;
+};
+inline constexpr zero_parameters_t zero_parameters{};
+
+template <class Scalar>
+class basic_gpt2_cpu {
+  static_assert(std::same_as<Scalar, float> || std::same_as<Scalar, double>,
+                "basic_gpt2_cpu computes in float or double");
+
+ public:
+  using memory_space = host_memory;
+  using parameter_type = Scalar;
+
+  /// GPT-2 initialisation from `seed`: matrices and embeddings N(0, 0.02), the residual
+  /// projections (attprojw, fcprojw) N(0, 0.02/√(2L)), biases 0, LayerNorm gains 1, and the padded
+  /// rows of wte zero. Draws are taken tensor by tensor in layout order. Throws config_error.
+  basic_gpt2_cpu(gpt2_config cfg, std::uint64_t seed) : basic_gpt2_cpu(cfg, zero_parameters) {
+    detail::normal_sampler normal(seed);
+    const double residual_std = 0.02 / std::sqrt(2.0 * cfg.num_layers);
+    for (const tensor_info& t : layout_) {
+      Scalar* p = params_.data() + t.offset;
+      if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
+        std::fill_n(p, t.numel(), Scalar(1));  // LayerNorm gains
+      } else if (t.weight_decay) {
+        const double stddev = (t.name == "attprojw" || t.name == "fcprojw") ? residual_std : 0.02;
+        // wte's padded rows stay zero: they are not tokens, and zero keeps their logits inert.
+        const std::size_t n =
+            t.name == "wte" ? std::size_t(cfg.vocab_size) * cfg.channels : t.numel();
+        for (std::size_t i = 0; i < n; ++i) p[i] = Scalar(stddev * normal());
+      }
+      // biases stay zero
+    }
+  }
+
+  /// All parameters zero. Throws config_error for an invalid config.
+  basic_gpt2_cpu(gpt2_config cfg, zero_parameters_t)
+      : config_(validated(cfg)), layout_(gpt2_parameter_layout(cfg)) {
+    params_.assign(config_.num_parameters(), Scalar(0));
+    grads_.assign(params_.size(), Scalar(0));
+    for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
+  }
+
+  const gpt2_config& config() const noexcept { return config_; }
+
+  std::span<const tensor_info> parameter_layout() const noexcept { return layout_; }
+  std::span<Scalar> parameters() noexcept { return params_; }
+  std::span<const Scalar> parameters() const noexcept { return params_; }
+  std::span<Scalar> gradients() noexcept { return grads_; }
+  std::span<const Scalar> gradients() const noexcept { return grads_; }
+  std::size_t num_parameters() const noexcept { return params_.size(); }
+  double flops_per_token(int T) const { return config_.flops_per_token(T); }
+
+  void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
+
+  /// Mean cross-entropy over the batch's B·T targets; adds grad_scale·∂loss/∂θ to gradients().
+  /// Throws config_error for tokens outside [0, vocab_size) or T > max_seq_len.
+  float forward_backward(batch_view<host_memory> batch, float grad_scale) {
+    check_batch(batch);
+    prepare(batch.batch_size, batch.seq_len);
+    forward_trunk(batch.inputs);
+    const double loss = classifier(batch.targets, /*backward=*/true, Scalar(grad_scale));
+    backward_trunk(batch.inputs);
+    last_loss_ = loss;
+    return float(loss);
+  }
+
+  /// Mean cross-entropy over the batch's B·T targets; gradients untouched.
+  float forward(batch_view<host_memory> batch) {
+    check_batch(batch);
+    prepare(batch.batch_size, batch.seq_len);
+    forward_trunk(batch.inputs);
+    last_loss_ = classifier(batch.targets, /*backward=*/false, Scalar(0));
+    return float(last_loss_);
+  }
+
+  /// The mean loss of the last forward() or forward_backward(), accumulated in double (the float
+  /// they return is too coarse for finite differences on the double model).
+  double last_loss() const noexcept { return last_loss_; }
+
+  /// Logits (B, T, Vp) for `inputs` (B, T), e.g. for sampling: the span stays valid until the
+  /// next call of any forward function. Columns [V, Vp) are the padded rows' logits and are not
+  /// tokens: samplers must ignore them. Throws config_error like forward().
+  std::span<const Scalar> forward_logits(std::span<const std::int32_t> inputs, int B, int T) {
+    if (inputs.size() != std::size_t(B) * std::size_t(T) || B <= 0 || T <= 0)
+      throw config_error("gpt2_cpu::forward_logits: " + std::to_string(inputs.size()) +
+                         " inputs do not form a B=" + std::to_string(B) +
+                         " T=" + std::to_string(T) + " batch");
+    check_tokens(inputs.data(), inputs.size(), "input", T);
+    check_shape(B, T);
+    prepare(B, T);
+    forward_trunk(inputs.data());
+    const std::size_t N = std::size_t(B) * T, Vp = std::size_t(config_.padded_vocab_size);
+    logits_out_.resize(N * Vp);
+    detail::matmul_forward(logits_out_.data(), act_.lnf.data(), tensor(wte), detail::index(N),
+                           config_.channels, config_.padded_vocab_size);
+    return {logits_out_.data(), logits_out_.size()};
+  }
+
+  /// The tensors a checkpoint must hold: "model.<name>" for each parameter tensor, in layout order.
+  std::vector<state_tensor> state() {
+    std::vector<state_tensor> out;
+    out.reserve(layout_.size());
+    for (const tensor_info& t : layout_)
+      out.push_back(make_state_tensor(
+          "model." + t.name, std::span<Scalar>(params_.data() + t.offset, t.numel()), t.shape));
+    return out;
+  }
+
+ private:
+  using buffer = detail::aligned_vector<Scalar>;  // 64-byte aligned: see aligned_vector.hpp
+
+  // Indices into layout_ (llm.c order).
+  enum tensor_id : std::size_t {
+    wte,
+    wpe,
+    ln1w,
+    ln1b,
+    qkvw,
+    qkvb,
+    attprojw,
+    attprojb,
+    ln2w,
+    ln2b,
+    fcw,
+    fcb,
+    fcprojw,
+    fcprojb,
+    lnfw,
+    lnfb,
+    tensor_count
+  };
+
+  // Forward activations for one batch shape; per-layer ones are stacked (L, ...).
+  struct activations {
+    buffer encoded;                         // (B, T, C)
+    buffer ln1, ln1_mean, ln1_rstd;         // (L, B, T, C), (L, B, T) ×2
+    buffer qkv;                             // (L, B, T, 3C)
+    buffer att;                             // (L, B, H, T, T) softmax probabilities
+    buffer atty;                            // (L, B, T, C) attention output before projection
+    buffer res2;                            // (L, B, T, C) residual after attention
+    buffer ln2, ln2_mean, ln2_rstd;         // (L, B, T, C), (L, B, T) ×2
+    buffer fch, fch_gelu;                   // (L, B, T, 4C)
+    buffer res3;                            // (L, B, T, C) residual after the MLP
+    buffer lnf, lnf_mean, lnf_rstd;         // (B, T, C), (B, T) ×2
+    buffer logits;                          // (rows per chunk, Vp), reused across chunks
+    detail::aligned_vector<double> losses;  // (B, T)
+  };
+
+  // Gradients of activations, one layer's worth, reused layer after layer.
+  struct activation_grads {
+    buffer residual;  // (B, T, C) running ∂loss/∂residual stream
+    buffer ln;        // (B, T, C) ∂ of a LayerNorm output (ln1, ln2 or lnf)
+    buffer atty;      // (B, T, C)
+    buffer qkv;       // (B, T, 3C)
+    buffer fch;       // (B, T, 4C) ∂fch_gelu, then ∂fch in place
+    buffer att;       // (B, H, T, T) scratch for the softmax backward
+  };
+
+  // Rows of the LM head computed at once: bounds the logits buffer to ~64 MiB at Vp = 50304.
+  static constexpr int classifier_chunk_bytes = 64 << 20;
+
+  static gpt2_config validated(const gpt2_config& cfg) {
+    cfg.validate();
+    return cfg;
+  }
+
+  Scalar* tensor(tensor_id id) noexcept { return params_.data() + offsets_[id]; }
+  Scalar* grad(tensor_id id) noexcept { return grads_.data() + offsets_[id]; }
+
+  void check_shape(int B, int T) const {
+    if (B <= 0 || T <= 0)
+      throw config_error("gpt2_cpu: batch shape B=" + std::to_string(B) +
+                         " T=" + std::to_string(T) + " is empty");
+    if (T > config_.max_seq_len)
+      throw config_error("gpt2_cpu: sequence length T=" + std::to_string(T) +
+                         " exceeds max_seq_len " + std::to_string(config_.max_seq_len));
+  }
+
+  void check_tokens(const std::int32_t* tokens, std::size_t n, const char* what, int T) const {
+    if (!tokens) throw config_error(std::string("gpt2_cpu: batch has no ") + what + " tokens");
+    for (std::size_t i = 0; i < n; ++i) {
+      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+        throw config_error(
+            std::string("gpt2_cpu: ") + what + " token " + std::to_string(tokens[i]) +
+            " at (b=" + std::to_string(i / T) + ", t=" + std::to_string(i % T) +
+            ") is outside [0, vocab_size=" + std::to_string(config_.vocab_size) + ")");
+    }
+  }
+
+  void check_batch(const batch_view<host_memory>& batch) const {
+    check_shape(batch.batch_size, batch.seq_len);
+    check_tokens(batch.inputs, batch.tokens(), "input", batch.seq_len);
+    check_tokens(batch.targets, batch.tokens(), "target", batch.seq_len);
+  }
+
+  int classifier_rows(std::size_t N) const {
+    const std::size_t rows =
+        classifier_chunk_bytes / (sizeof(Scalar) * std::size_t(config_.padded_vocab_size));
+    return int(std::clamp<std::size_t>(rows, 1, N));
+  }
+
+  // Sizes the buffers for (B, T); a no-op while the shape stays the same.
+  void prepare(int B, int T) {
+    if (B == batch_ && T == seq_) return;
+    const std::size_t L = std::size_t(config_.num_layers), C = std::size_t(config_.channels),
+                      H = std::size_t(config_.num_heads), N = std::size_t(B) * T,
+                      Vp = std::size_t(config_.padded_vocab_size);
+    activations& a = act_;
+    a.encoded.assign(N * C, 0);
+    for (auto* v : {&a.ln1, &a.atty, &a.res2, &a.ln2, &a.res3}) v->assign(L * N * C, 0);
+    for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(L * N, 0);
+    a.qkv.assign(L * N * 3 * C, 0);
+    a.att.assign(L * B * H * T * T, 0);
+    a.fch.assign(L * N * 4 * C, 0);
+    a.fch_gelu.assign(L * N * 4 * C, 0);
+    a.lnf.assign(N * C, 0);
+    a.lnf_mean.assign(N, 0);
+    a.lnf_rstd.assign(N, 0);
+    a.logits.assign(std::size_t(classifier_rows(N)) * Vp, 0);
+    a.losses.assign(N, 0);
+    activation_grads& g = dact_;
+    g.residual.assign(N * C, 0);
+    g.ln.assign(N * C, 0);
+    g.atty.assign(N * C, 0);
+    g.qkv.assign(N * 3 * C, 0);
+    g.fch.assign(N * 4 * C, 0);
+    g.att.assign(B * H * T * T, 0);
+    batch_ = B;
+    seq_ = T;
+  }
+
+  void forward_trunk(const std::int32_t* inputs) {
+    namespace k = detail;
+    const int B = batch_, T = seq_, C = config_.channels, H = config_.num_heads;
+    const k::index N = k::index(B) * T;
+    const std::size_t NC = std::size_t(N) * C, BHTT = std::size_t(B) * H * T * T;
+    activations& a = act_;
+    k::encoder_forward(a.encoded.data(), inputs, tensor(wte), tensor(wpe), B, T, C);
+    for (int l = 0; l < config_.num_layers; ++l) {
+      const Scalar* x = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * NC;  // (B, T, C)
+      Scalar* ln1 = a.ln1.data() + l * NC;
+      Scalar* qkv = a.qkv.data() + 3 * l * NC;
+      Scalar* atty = a.atty.data() + l * NC;
+      Scalar* res2 = a.res2.data() + l * NC;
+      Scalar* ln2 = a.ln2.data() + l * NC;
+      Scalar* fch = a.fch.data() + 4 * l * NC;
+      Scalar* fch_gelu = a.fch_gelu.data() + 4 * l * NC;
+      Scalar* res3 = a.res3.data() + l * NC;
+      k::layernorm_forward(ln1, a.ln1_mean.data() + l * N, a.ln1_rstd.data() + l * N, x,
+                           tensor(ln1w) + l * C, tensor(ln1b) + l * C, N, C);
+      k::matmul_forward(qkv, ln1, tensor(qkvw) + std::size_t(l) * 3 * C * C, N, C, 3 * C);
+      k::add_bias_residual<Scalar>(qkv, tensor(qkvb) + l * 3 * C, nullptr, N, 3 * C);
+      k::attention_forward(atty, a.att.data() + l * BHTT, qkv, B, T, C, H);
+      k::matmul_forward(res2, atty, tensor(attprojw) + std::size_t(l) * C * C, N, C, C);
+      k::add_bias_residual(res2, tensor(attprojb) + l * C, x, N, C);
+      k::layernorm_forward(ln2, a.ln2_mean.data() + l * N, a.ln2_rstd.data() + l * N, res2,
+                           tensor(ln2w) + l * C, tensor(ln2b) + l * C, N, C);
+      k::matmul_forward(fch, ln2, tensor(fcw) + std::size_t(l) * 4 * C * C, N, C, 4 * C);
+      k::add_bias_residual<Scalar>(fch, tensor(fcb) + l * 4 * C, nullptr, N, 4 * C);
+      k::gelu_forward(fch_gelu, fch, 4 * N * C);
+      k::matmul_forward(res3, fch_gelu, tensor(fcprojw) + std::size_t(l) * 4 * C * C, N, 4 * C, C);
+      k::add_bias_residual(res3, tensor(fcprojb) + l * C, res2, N, C);
+    }
+    const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
+    k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, tensor(lnfw),
+                         tensor(lnfb), N, C);
+  }
+
+  // LM head + softmax cross-entropy, chunk by chunk over rows; with backward, also ∂lnf (into
+  // dact_.ln) and wte's head gradient. Returns the mean loss.
+  double classifier(const std::int32_t* targets, bool backward, Scalar grad_scale) {
+    namespace k = detail;
+    const int C = config_.channels, V = config_.vocab_size, Vp = config_.padded_vocab_size;
+    const k::index N = k::index(batch_) * seq_;
+    const k::index chunk = classifier_rows(std::size_t(N));
+    const Scalar dloss = grad_scale / Scalar(N);
+    Scalar* logits = act_.logits.data();  // (chunk, Vp)
+    for (k::index r0 = 0; r0 < N; r0 += chunk) {
+      const k::index rows = std::min(chunk, N - r0);
+      const Scalar* lnf = act_.lnf.data() + r0 * C;
+      k::matmul_forward(logits, lnf, tensor(wte), rows, C, Vp);
+      k::softmax_crossentropy(logits, act_.losses.data() + r0, targets + r0, rows, V, Vp, backward,
+                              dloss);
+      if (backward)  // dlogits now in `logits`, zero in the padded columns
+        k::matmul_backward<Scalar>(dact_.ln.data() + r0 * C, grad(wte), nullptr, logits, lnf,
+                                   tensor(wte), rows, C, Vp);
+    }
+    double sum = 0;  // in row order: deterministic
+    for (double l : act_.losses) sum += l;
+    return sum / double(N);
+  }
+
+  void backward_trunk(const std::int32_t* inputs) {
+    namespace k = detail;
+    const int B = batch_, T = seq_, C = config_.channels, H = config_.num_heads;
+    const k::index N = k::index(B) * T;
+    const std::size_t NC = std::size_t(N) * C, BHTT = std::size_t(B) * H * T * T;
+    activations& a = act_;
+    activation_grads& d = dact_;
+    Scalar* dres = d.residual.data();
+    std::fill(d.residual.begin(), d.residual.end(), Scalar(0));
+    const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
+    k::layernorm_backward(dres, grad(lnfw), grad(lnfb), d.ln.data(), last, tensor(lnfw),
+                          a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
+    for (int l = config_.num_layers - 1; l >= 0; --l) {
+      const Scalar* x = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * NC;
+      const std::size_t lc = std::size_t(l) * C;
+      // res3 = res2 + fch_gelu·fcprojwᵀ + fcprojb
+      k::matmul_backward(d.fch.data(), grad(fcprojw) + lc * 4 * C, grad(fcprojb) + lc, dres,
+                         a.fch_gelu.data() + 4 * l * NC, tensor(fcprojw) + lc * 4 * C, N, 4 * C, C);
+      k::gelu_backward(d.fch.data(), a.fch.data() + 4 * l * NC, d.fch.data(), 4 * N * C);
+      k::matmul_backward(d.ln.data(), grad(fcw) + lc * 4 * C, grad(fcb) + 4 * lc, d.fch.data(),
+                         a.ln2.data() + l * NC, tensor(fcw) + lc * 4 * C, N, C, 4 * C);
+      k::layernorm_backward(dres, grad(ln2w) + lc, grad(ln2b) + lc, d.ln.data(),
+                            a.res2.data() + l * NC, tensor(ln2w) + lc, a.ln2_mean.data() + l * N,
+                            a.ln2_rstd.data() + l * N, N, C);
+      // res2 = x + atty·attprojwᵀ + attprojb
+      k::matmul_backward(d.atty.data(), grad(attprojw) + lc * C, grad(attprojb) + lc, dres,
+                         a.atty.data() + l * NC, tensor(attprojw) + lc * C, N, C, C);
+      k::attention_backward(d.qkv.data(), d.att.data(), d.atty.data(), a.qkv.data() + 3 * l * NC,
+                            a.att.data() + l * BHTT, B, T, C, H);
+      k::matmul_backward(d.ln.data(), grad(qkvw) + lc * 3 * C, grad(qkvb) + 3 * lc, d.qkv.data(),
+                         a.ln1.data() + l * NC, tensor(qkvw) + lc * 3 * C, N, C, 3 * C);
+      k::layernorm_backward(dres, grad(ln1w) + lc, grad(ln1b) + lc, d.ln.data(), x,
+                            tensor(ln1w) + lc, a.ln1_mean.data() + l * N, a.ln1_rstd.data() + l * N,
+                            N, C);
+    }
+    k::encoder_backward(grad(wte), grad(wpe), dres, inputs, B, T, C);
+  }
+
+  gpt2_config config_;
+  std::vector<tensor_info> layout_;
+  std::array<std::size_t, tensor_count> offsets_{};
+  buffer params_;
+  buffer grads_;
+  activations act_;
+  activation_grads dact_;
+  buffer logits_out_;  // (B, T, Vp) from forward_logits
+  double last_loss_ = 0.0;
+  int batch_ = 0;  // shape the activations are sized for
+  int seq_ = 0;
+};
+
+using gpt2_cpu = basic_gpt2_cpu<float>;
+
+static_assert(model<basic_gpt2_cpu<float>>, "gpt2_cpu must satisfy trainkit::model::model");
+static_assert(model<basic_gpt2_cpu<double>>,
+              "gpt2_cpu<double> must satisfy trainkit::model::model");
+
+}  // namespace trainkit::model
