@@ -1,0 +1,233 @@
+// gpt_fineweb — the flagship example: train GPT-2 on FineWeb shards (or the embedded corpus),
+// tokenize text into shards (`prepare`), and summarise any metrics file (`report`).
+//
+// Library code throws; this program turns a trainkit::config_error / format_error / io_error (a
+// bad flag, a bad or unreadable file) into one line on stderr and exit code 2. The
+// composition is the CPU reference one (issue: CUDA policies arrive with --device cuda).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <trainkit/trainkit.hpp>
+
+#include "default_corpus.hpp"
+#include "train_options.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tk = trainkit;
+namespace fs = std::filesystem;
+
+namespace gpt_fineweb {
+
+/// Writes the embedded corpus as llm.c shards in a fresh temporary directory, so the run with no
+/// --data goes through the same mmap'd-shard path as a real one.
+inline fs::path write_default_corpus() {
+  const fs::path dir = fs::temp_directory_path() / ("trainkit-default-corpus-" +
+                                                    std::to_string(::getpid()));
+  fs::create_directories(dir);
+  tk::data::write_shard((dir / "default_train_000000.bin").string(),
+                        std::span<const std::uint16_t>(default_corpus_tokens));
+  tk::data::write_shard((dir / "default_val_000000.bin").string(),
+                        std::span<const std::uint16_t>(default_corpus_val_tokens));
+  return dir;
+}
+
+/// Removes the temporary corpus directory on every exit path.
+struct scoped_dir {
+  fs::path path;
+  ~scoped_dir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+template <class Checkpointer>
+int train_with(const train_options& o, Checkpointer checkpointer) {
+  using cpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<4>,
+                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer>;
+  scoped_dir default_corpus;
+  std::string data = o.data, val = o.val;
+  if (data.empty()) {
+    default_corpus.path = write_default_corpus();
+    data = (default_corpus.path / "default_train_*.bin").string();
+    if (val.empty()) val = (default_corpus.path / "default_val_*.bin").string();
+    std::cout << "no --data given: training on the embedded corpus (" << std::size(default_corpus_tokens)
+              << " tokens of Python documentation text)\n";
+  }
+
+  // The model: from an llm.c file (--init-from) or freshly initialised from a preset.
+  std::optional<tk::model::gpt2_cpu> model;
+  if (!o.init_from.empty()) {
+    model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
+  } else {
+    auto cfg = tk::model::gpt2_config::preset(o.model);
+    model.emplace(cfg, o.seed);
+  }
+  const auto& mc = model->config();
+  if (o.seq > mc.max_seq_len)
+    throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
+                           std::to_string(mc.max_seq_len));
+
+  tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
+                                         tk::data::parse_order(o.order), o.seed};
+  std::optional<tk::data::mmap_token_source> val_source;
+  if (!val.empty())
+    val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
+                                                    tk::data::order_kind::sequential, 0});
+
+  tk::trainer_config tc;
+  tc.steps = o.steps;
+  tc.total_batch_tokens = o.total_batch_tokens;
+  tc.schedule.kind = tk::optim::parse_schedule_kind(o.schedule);
+  tc.schedule.max_lr = float(o.lr);
+  tc.schedule.warmup_steps = o.warmup;
+  tc.schedule.final_lr_frac = float(o.final_lr_frac);
+  tc.eval_every = o.eval_every;
+  tc.eval_batches = o.eval_batches;
+  tc.ckpt_every = o.ckpt_every;
+  tc.ckpt_at_end = o.ckpt_mode != "none";
+  tc.resume = o.resume;
+  tc.metrics_path = o.metrics;
+  tc.log_every = o.log_every;
+  tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
+  tc.device_name = "cpu";
+  tc.peak_tflops = o.peak_tflops;
+  tc.meta["model"] = mc.to_string();
+  tc.meta["seed"] = std::to_string(o.seed);
+
+  tk::optim::adamw_config ac{float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay),
+                             float(o.grad_clip)};
+  ac.validate();
+
+  std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
+  cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
+                std::move(*model), ac, std::move(checkpointer));
+  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
+            << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
+  const auto result = t.run();
+  if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
+  if (!result.steps.empty()) {
+    std::cout << "---- report ----\n" << tk::format_summary(result.summary);
+    if (!std::isnan(result.final_val_loss))
+      std::printf("final val loss %.4f\n", result.final_val_loss);
+  }
+  if (!o.export_path.empty()) {
+    tk::model::save_llmc_model(o.export_path, t.model());
+    std::cout << "exported llm.c model file " << o.export_path << "\n";
+  }
+  return 0;
+}
+
+int run_train(const train_options& o) {
+  o.validate();
+#if defined(_OPENMP)
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+  if (o.device == "cuda")
+    throw tk::config_error("--device cuda: this build has no CUDA policies yet (CPU only)");
+  if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
+  if (o.ckpt_dir.empty())
+    throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
+  if (o.ckpt_mode == "sync")
+    return train_with(o, tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep}));
+  throw tk::config_error("--ckpt-mode async: the Boost.Asio checkpointer is not built yet; "
+                         "use sync or none");
+}
+
+/// `gpt_fineweb report METRICS.jsonl`: the end-of-run report for any metrics file.
+int run_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw tk::io_error("cannot open metrics file " + path);
+  std::vector<tk::step_metrics> steps;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw tk::format_error(path + ":" + std::to_string(lineno) + ": not a JSON object (" +
+                             e.what() + ")");
+    }
+    auto num = [&](const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; };
+    if (!j.contains("step") || !j.contains("dt_ms"))
+      throw tk::format_error(path + ":" + std::to_string(lineno) + ": missing step or dt_ms");
+    tk::step_metrics m;
+    m.step = std::uint64_t(num("step"));
+    m.loss = num("loss");
+    m.tokens = std::uint64_t(num("tokens"));
+    m.dt_ms = num("dt_ms");
+    m.data_wait_ms = num("data_wait_ms");
+    m.h2d_ms = num("h2d_ms");
+    m.compute_ms = num("compute_ms");
+    m.optimizer_ms = num("optimizer_ms");
+    m.ckpt_stall_ms = num("ckpt_stall_ms");
+    m.log_ms = num("log_ms");
+    m.eval_ms = num("eval_ms");
+    m.other_ms = num("other_ms");
+    m.tok_per_s = num("tok_per_s");
+    m.tflops = num("tflops");
+    m.mfu = num("mfu");
+    steps.push_back(m);
+  }
+  if (steps.empty()) throw tk::format_error(path + ": no step lines");
+  std::cout << tk::format_summary(tk::summarize(steps));
+  return 0;
+}
+
+}  // namespace gpt_fineweb
+
+int main(int argc, char** argv) {
+  using namespace gpt_fineweb;
+  CLI::App app{"gpt_fineweb — train GPT-2 with trainkit (CPU reference composition)\n"
+               "With no subcommand it trains; with no --data it trains on an embedded corpus."};
+  app.set_version_flag("--version", std::string("trainkit ") + TRAINKIT_VERSION_STRING);
+  train_options train;
+  add_train_options(app, train);
+  std::string report_path;
+  auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
+  report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "gpt_fineweb: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+
+  try {
+    tk::install_stop_handlers();
+    if (*report) return run_report(report_path);
+    return run_train(train);
+  } catch (const tk::config_error& e) {
+    std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    return 2;
+  } catch (const tk::format_error& e) {
+    std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    return 2;
+  } catch (const tk::io_error& e) {
+    std::cerr << "gpt_fineweb: I/O error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gpt_fineweb: fatal: " << e.what() << "\n";
+    return 1;
+  }
+}

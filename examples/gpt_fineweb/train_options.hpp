@@ -1,0 +1,115 @@
+// train_options.hpp — gpt_fineweb's training flags (DESIGN.md's CLI contract) and their checks.
+//
+// Defaults suit a first run on a laptop CPU (d2 on the embedded corpus, loss falling within a
+// minute); the H200 recipe in the README sets every flag explicitly.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include <trainkit/core/error.hpp>
+
+namespace gpt_fineweb {
+
+struct train_options {
+  std::string data, val;             // shard globs; empty data = embedded corpus
+  std::string device = "cpu";
+  std::string model = "d2";
+  int batch = 8;                     // B (micro-batch)
+  int seq = 64;                      // T
+  std::size_t total_batch_tokens = 0;  // 0 = B·T (no accumulation)
+  int steps = 200;
+  double lr = 1e-3;
+  std::string schedule = "cosine";
+  int warmup = 10;
+  double final_lr_frac = 0.1;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  std::uint64_t seed = 1337;
+  std::string order = "sequential";
+  std::string metrics;
+  std::string ckpt_dir;
+  int ckpt_every = 0;
+  int ckpt_keep = 3;
+  std::string ckpt_mode = "none";
+  bool resume = false;
+  std::string init_from;
+  std::string export_path;
+  int eval_every = 50;
+  int eval_batches = 10;
+  int log_every = 1;
+  int threads = 0;
+  double peak_tflops = 0;
+  bool no_progress = false;
+
+  /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
+  void validate() const {
+    auto positive = [](const char* flag, long long v) {
+      if (v <= 0) throw trainkit::config_error(std::string(flag) + " must be positive: " +
+                                               std::to_string(v));
+    };
+    positive("--batch", batch);
+    positive("--seq", seq);
+    positive("--eval-batches", eval_batches);
+    positive("--log-every", log_every);
+    if (steps < 0) throw trainkit::config_error("--steps must be >= 0: " + std::to_string(steps));
+    if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
+    if (warmup < 0) throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
+    if (ckpt_every < 0)
+      throw trainkit::config_error("--ckpt-every must be >= 0: " + std::to_string(ckpt_every));
+    if (ckpt_keep < 0)
+      throw trainkit::config_error("--ckpt-keep must be >= 0: " + std::to_string(ckpt_keep));
+    if (resume && ckpt_mode == "none")
+      throw trainkit::config_error("--resume needs --ckpt-mode sync|async and --ckpt-dir");
+    if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
+      throw trainkit::config_error("--total-batch-tokens " + std::to_string(total_batch_tokens) +
+                                   " is not a multiple of --batch x --seq = " +
+                                   std::to_string(std::size_t(batch) * seq));
+  }
+};
+
+inline void add_train_options(CLI::App& app, train_options& o) {
+  app.add_option("--data", o.data, "training shards (glob of llm.c .bin files); none = embedded corpus");
+  app.add_option("--val", o.val, "validation shards (glob)");
+  app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--model", o.model, "GPT-2 preset: d2 d6 d12 d24 d36 d48")
+      ->check(CLI::IsMember({"d2", "d6", "d12", "d24", "d36", "d48"}));
+  app.add_option("--batch", o.batch, "micro-batch size B");
+  app.add_option("--seq", o.seq, "sequence length T");
+  app.add_option("--total-batch-tokens", o.total_batch_tokens,
+                 "tokens per optimizer step (gradient accumulation); 0 = B*T");
+  app.add_option("--steps", o.steps, "optimizer steps");
+  app.add_option("--lr", o.lr, "peak learning rate");
+  app.add_option("--schedule", o.schedule, "constant, cosine or wsd (warmup-stable-decay)")
+      ->check(CLI::IsMember({"constant", "cosine", "wsd"}));
+  app.add_option("--warmup", o.warmup, "linear warm-up steps");
+  app.add_option("--final-lr-frac", o.final_lr_frac, "final lr as a fraction of --lr (cosine, wsd)");
+  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D weights only)");
+  app.add_option("--grad-clip", o.grad_clip, "global gradient-norm clip; 0 = off");
+  app.add_option("--beta1", o.beta1, "AdamW beta1");
+  app.add_option("--beta2", o.beta2, "AdamW beta2");
+  app.add_option("--eps", o.eps, "AdamW epsilon");
+  app.add_option("--seed", o.seed, "seed for initialisation and random data order");
+  app.add_option("--order", o.order, "data order: sequential (llm.c) or random")
+      ->check(CLI::IsMember({"sequential", "random"}));
+  app.add_option("--metrics", o.metrics, "append one JSON line per step to this file");
+  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory");
+  app.add_option("--ckpt-every", o.ckpt_every, "checkpoint every N steps (0 = only at the end)");
+  app.add_option("--ckpt-keep", o.ckpt_keep, "keep the last K checkpoints (0 = all)");
+  app.add_option("--ckpt-mode", o.ckpt_mode, "none, sync or async")
+      ->check(CLI::IsMember({"none", "sync", "async"}));
+  app.add_flag("--resume", o.resume, "continue from the newest valid checkpoint in --ckpt-dir");
+  app.add_option("--init-from", o.init_from, "initialise from an llm.c model file (.bin)");
+  app.add_option("--export", o.export_path, "write the trained model as an llm.c model file");
+  app.add_option("--eval-every", o.eval_every, "validation loss every N steps (0 = only at the end)");
+  app.add_option("--eval-batches", o.eval_batches, "validation batches per evaluation");
+  app.add_option("--log-every", o.log_every, "console line every N steps");
+  app.add_option("--threads", o.threads, "CPU threads (OpenMP); 0 = all cores");
+  app.add_option("--peak-tflops", o.peak_tflops, "device peak for MFU, overriding the table");
+  app.add_flag("--no-progress", o.no_progress, "no live progress line on a terminal");
+}
+
+}  // namespace gpt_fineweb

@@ -1,0 +1,125 @@
+// trainkit/trainer/metrics.hpp — one step's measurements and the JSONL metrics file.
+//
+// Each optimizer step appends one JSON object per line (DESIGN.md "Metrics" contract). The phase
+// fields are the parts of `dt_ms` during which the loop was *blocked* on that phase; together with
+// `other_ms` they add up to `dt_ms` exactly, so a reader can tell where the time went. Lines are
+// flushed as they are written, so a crashed run's file is still a valid report input.
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "trainkit/core/error.hpp"
+
+namespace trainkit {
+
+/// Everything measured about one optimizer step.
+struct step_metrics {
+  std::uint64_t step = 0;   // 1-based count of optimizer steps completed
+  double loss = 0;          // mean training loss over the step's micro-batches
+  double lr = 0;
+  double grad_norm = 0;     // global norm before clipping
+  std::uint64_t tokens = 0; // tokens processed in this step (all micro-batches)
+  double dt_ms = 0;         // wall time of the step
+  double data_wait_ms = 0;  // blocked waiting for the prefetcher
+  double h2d_ms = 0;        // blocked on host-to-device copies (0 on the CPU)
+  double compute_ms = 0;    // forward + backward
+  double optimizer_ms = 0;  // optimizer update (incl. gradient norm and clipping)
+  double ckpt_stall_ms = 0; // blocked by the checkpointer
+  double log_ms = 0;        // writing metrics and the console line
+  double eval_ms = 0;       // validation loss, on steps that evaluate
+  double other_ms = 0;      // the rest: dt_ms minus the phases above
+  double tok_per_s = 0;
+  double tflops = 0;        // achieved model TFLOP/s (flops_per_token · tok/s)
+  double mfu = 0;           // tflops / device peak
+  double val_loss = NAN;    // NaN when this step did not evaluate
+
+  /// Sum of the blocking phases (everything but other_ms).
+  double phases_ms() const noexcept {
+    return data_wait_ms + h2d_ms + compute_ms + optimizer_ms + ckpt_stall_ms + log_ms + eval_ms;
+  }
+};
+
+namespace detail {
+
+inline void append_json_number(std::string& out, const char* key, double v, const char* fmt) {
+  out += '"';
+  out += key;
+  out += "\":";
+  if (!std::isfinite(v)) {
+    out += "null";  // JSON has no NaN/Inf
+    return;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  out += buf;
+}
+
+}  // namespace detail
+
+/// One JSON object (no trailing newline) with DESIGN.md's field names.
+inline std::string to_json_line(const step_metrics& m) {
+  std::string s = "{";
+  auto num = [&](const char* key, double v, const char* fmt = "%.6g") {
+    if (s.size() > 1) s += ',';
+    detail::append_json_number(s, key, v, fmt);
+  };
+  num("step", double(m.step), "%.0f");
+  num("loss", m.loss, "%.6f");
+  num("lr", m.lr, "%.6g");
+  num("grad_norm", m.grad_norm, "%.6g");
+  num("tokens", double(m.tokens), "%.0f");
+  num("dt_ms", m.dt_ms, "%.3f");
+  num("data_wait_ms", m.data_wait_ms, "%.3f");
+  num("h2d_ms", m.h2d_ms, "%.3f");
+  num("compute_ms", m.compute_ms, "%.3f");
+  num("optimizer_ms", m.optimizer_ms, "%.3f");
+  num("ckpt_stall_ms", m.ckpt_stall_ms, "%.3f");
+  num("log_ms", m.log_ms, "%.3f");
+  num("eval_ms", m.eval_ms, "%.3f");
+  num("other_ms", m.other_ms, "%.3f");
+  num("tok_per_s", m.tok_per_s, "%.1f");
+  num("tflops", m.tflops, "%.6g");
+  num("mfu", m.mfu, "%.6g");
+  if (!std::isnan(m.val_loss)) num("val_loss", m.val_loss, "%.6f");
+  s += '}';
+  return s;
+}
+
+/// Appends JSON lines to a file, flushing each so a crash loses at most the line being written.
+class jsonl_sink {
+ public:
+  jsonl_sink() = default;
+
+  /// Opens `path` (truncating, or appending when `append` — used by resumed runs).
+  jsonl_sink(const std::filesystem::path& path, bool append) : path_(path) {
+    if (path.has_parent_path()) {
+      std::error_code ec;
+      std::filesystem::create_directories(path.parent_path(), ec);
+    }
+    file_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!file_)
+      throw io_error("cannot open metrics file " + path.string() + ": " + std::strerror(errno));
+  }
+
+  bool is_open() const noexcept { return file_.is_open(); }
+
+  void write(const std::string& line) {
+    if (!file_.is_open()) return;
+    file_ << line << '\n';
+    file_.flush();
+    if (!file_) throw io_error("cannot write metrics file " + path_.string());
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream file_;
+};
+
+}  // namespace trainkit

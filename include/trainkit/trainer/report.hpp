@@ -1,0 +1,178 @@
+// trainkit/trainer/report.hpp — the end-of-run summary: where the time went and why.
+//
+// From the per-step metrics of a run it computes the median and p95 step time, throughput, MFU,
+// the share of each blocking phase and a one-line verdict with its evidence. The first step is
+// reported separately (warm-up) and left out of the steady-state figures, so allocation and
+// first-touch costs cannot blur them the way compile warm-up blurred the seed run's first steps.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/trainer/metrics.hpp"
+
+namespace trainkit {
+
+enum class bottleneck { compute, input, checkpoint, host, warmup, eval, unknown };
+
+inline const char* bottleneck_name(bottleneck b) noexcept {
+  switch (b) {
+    case bottleneck::compute: return "compute-bound";
+    case bottleneck::input: return "input-bound";
+    case bottleneck::checkpoint: return "checkpoint-bound";
+    case bottleneck::host: return "host-bound";
+    case bottleneck::warmup: return "warm-up dominated";
+    case bottleneck::eval: return "eval-bound";
+    case bottleneck::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+/// Thresholds of the verdict: a phase that blocks the loop for more than this share of the
+/// steady-state time is called the bottleneck.
+struct verdict_thresholds {
+  double input_share = 0.10;
+  double checkpoint_share = 0.10;
+  double other_share = 0.25;   // unaccounted time (launch gaps, host work) → host-bound
+  double eval_share = 0.25;
+  double warmup_share = 0.5;   // first step's excess over the median, as a share of all time
+};
+
+struct phase_share {
+  const char* name;
+  double ms;     // total over steady-state steps
+  double share;  // of total steady-state wall time
+};
+
+struct run_summary {
+  std::size_t steps = 0;          // steps summarised (all)
+  std::size_t steady_steps = 0;   // steps after the first
+  double first_step_ms = 0;
+  double median_step_ms = 0;
+  double p95_step_ms = 0;
+  double total_ms = 0;
+  double tokens_per_s = 0;        // steady state: tokens / wall time
+  double tflops = 0;              // steady-state mean achieved TFLOP/s
+  double mfu = 0;
+  std::array<phase_share, 8> phases{};
+  bottleneck verdict = bottleneck::unknown;
+  std::string evidence;           // the numbers behind the verdict
+};
+
+namespace detail {
+
+inline double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const auto lo = std::size_t(std::floor(pos));
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+inline std::string format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace detail
+
+/// Summarises a run. Steady state excludes the first step when there is more than one.
+inline run_summary summarize(std::span<const step_metrics> steps,
+                             const verdict_thresholds& th = {}) {
+  run_summary r;
+  r.steps = steps.size();
+  if (steps.empty()) {
+    r.evidence = "no steps recorded";
+    return r;
+  }
+  r.first_step_ms = steps.front().dt_ms;
+  const auto steady = steps.size() > 1 ? steps.subspan(1) : steps;
+  r.steady_steps = steady.size();
+
+  std::vector<double> dts;
+  double tokens = 0, flops_ms = 0, mfu_ms = 0;
+  std::array<double, 8> ms{};
+  for (const auto& m : steady) {
+    dts.push_back(m.dt_ms);
+    r.total_ms += m.dt_ms;
+    tokens += double(m.tokens);
+    flops_ms += m.tflops * m.dt_ms;
+    mfu_ms += m.mfu * m.dt_ms;
+    ms[0] += m.data_wait_ms;
+    ms[1] += m.h2d_ms;
+    ms[2] += m.compute_ms;
+    ms[3] += m.optimizer_ms;
+    ms[4] += m.ckpt_stall_ms;
+    ms[5] += m.log_ms;
+    ms[6] += m.eval_ms;
+    ms[7] += m.other_ms;
+  }
+  r.median_step_ms = detail::percentile(dts, 0.5);
+  r.p95_step_ms = detail::percentile(dts, 0.95);
+  if (r.total_ms > 0) {
+    r.tokens_per_s = tokens / (r.total_ms / 1e3);
+    r.tflops = flops_ms / r.total_ms;
+    r.mfu = mfu_ms / r.total_ms;
+  }
+  static constexpr std::array<const char*, 8> names{"data_wait", "h2d",       "compute", "optimizer",
+                                                    "ckpt_stall", "log", "eval", "other"};
+  for (std::size_t i = 0; i < 8; ++i)
+    r.phases[i] = {names[i], ms[i], r.total_ms > 0 ? ms[i] / r.total_ms : 0.0};
+
+  const double all_ms = r.total_ms + (steps.size() > 1 ? r.first_step_ms : 0.0);
+  const double warmup_excess = std::max(0.0, r.first_step_ms - r.median_step_ms);
+  const auto share = [&](std::size_t i) { return r.phases[i].share; };
+  using detail::format;
+  if (steps.size() > 1 && all_ms > 0 && warmup_excess / all_ms > th.warmup_share) {
+    r.verdict = bottleneck::warmup;
+    r.evidence = format("first step %.1f ms vs median %.1f ms: %.0f%% of the run's wall time",
+                        r.first_step_ms, r.median_step_ms, 100 * warmup_excess / all_ms);
+  } else if (share(0) + share(1) > th.input_share) {
+    r.verdict = bottleneck::input;
+    r.evidence = format("the loop waited for data %.1f%% of the time (data wait %.1f%%, H2D %.1f%%)"
+                        "; try a deeper prefetch, mmap'd shards or more loader threads",
+                        100 * (share(0) + share(1)), 100 * share(0), 100 * share(1));
+  } else if (share(4) > th.checkpoint_share) {
+    r.verdict = bottleneck::checkpoint;
+    r.evidence = format("checkpoint saves stalled the loop %.1f%% of the time; use --ckpt-mode "
+                        "async or a longer --ckpt-every",
+                        100 * share(4));
+  } else if (share(6) > th.eval_share) {
+    r.verdict = bottleneck::eval;
+    r.evidence = format("evaluation took %.1f%% of the time; raise --eval-every", 100 * share(6));
+  } else if (share(7) > th.other_share) {
+    r.verdict = bottleneck::host;
+    r.evidence = format("%.1f%% of the time is in no measured phase (host overhead, launch gaps)",
+                        100 * share(7));
+  } else {
+    r.verdict = bottleneck::compute;
+    r.evidence = format("forward+backward %.1f%% and optimizer %.1f%% of the time; MFU %.1f%%",
+                        100 * share(2), 100 * share(3), 100 * r.mfu);
+  }
+  return r;
+}
+
+/// The human-readable report printed at the end of a run.
+inline std::string format_summary(const run_summary& r) {
+  using detail::format;
+  std::string s;
+  s += format("steps %zu | first step %.1f ms | median %.1f ms | p95 %.1f ms\n", r.steps,
+              r.first_step_ms, r.median_step_ms, r.p95_step_ms);
+  s += format("throughput %.0f tok/s | %.4g TFLOP/s | MFU %.2f%%\n", r.tokens_per_s, r.tflops,
+              100 * r.mfu);
+  s += "time share:";
+  for (const auto& p : r.phases)
+    if (p.ms > 0) s += format(" %s %.1f%%", p.name, 100 * p.share);
+  s += '\n';
+  s += format("verdict: %s — %s\n", bottleneck_name(r.verdict), r.evidence.c_str());
+  return s;
+}
+
+}  // namespace trainkit

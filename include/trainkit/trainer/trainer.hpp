@@ -1,0 +1,382 @@
+// trainkit/trainer/trainer.hpp — the training loop, composed at compile time from five policies.
+//
+//   trainer<Source, PrefetchRecipe, Model, Optimizer, Checkpointer>
+//
+// The trainer owns the policies, runs gradient accumulation up to the configured tokens per step,
+// evaluates, checkpoints and resumes, and measures every phase of every step: the phases during
+// which the loop is blocked (data wait, H2D, compute, optimizer, checkpoint stall, logging, eval)
+// plus "other" tile each step's wall time exactly, so the end-of-run report can say honestly
+// where the time went. Compositions that cannot work (a host prefetcher feeding a device model,
+// an optimizer for another parameter type) are rejected at compile time by static_asserts whose
+// messages name the broken requirement.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/core/device_info.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/timing.hpp"
+#include "trainkit/data/concepts.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/schedule.hpp"
+#include "trainkit/prefetch/concepts.hpp"
+#include "trainkit/trainer/metrics.hpp"
+#include "trainkit/trainer/report.hpp"
+#include "trainkit/trainer/stop_flag.hpp"
+
+namespace trainkit {
+
+/// Loop settings (the optimizer's own settings travel in its config_type).
+struct trainer_config {
+  int steps = 50;                      // optimizer steps in the whole run (a resume continues to it)
+  std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
+  optim::lr_schedule schedule{};       // its total_steps is set to `steps` by the trainer
+  int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
+  int eval_batches = 20;               // validation batches per evaluation
+  int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
+  bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
+  bool resume = false;                 // continue from the newest valid checkpoint, if any
+  std::filesystem::path metrics_path;  // JSONL metrics; empty = none
+  int log_every = 1;                   // console line every N steps (metrics: every step)
+  bool progress_bar = false;           // live progress line (programs enable it on a terminal)
+  bool quiet = false;                  // no console output at all
+  std::string device_name = "cpu";     // for the peak table (CUDA models report their own)
+  compute_dtype dtype = compute_dtype::f32;
+  double peak_tflops = 0;              // > 0 overrides the peak table
+  std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
+};
+
+/// What `run()` returns.
+struct run_result {
+  std::vector<step_metrics> steps;  // the steps run by this call (not those before a resume)
+  run_summary summary;
+  std::uint64_t first_step = 1;     // 1 unless resumed
+  std::uint64_t last_step = 0;
+  bool resumed = false;
+  bool stopped = false;             // a stop was requested (signal)
+  double final_val_loss = NAN;
+};
+
+template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer>
+class trainer {
+  static_assert(data::data_source<Source>,
+                "trainkit::trainer: Source does not satisfy trainkit::data::data_source "
+                "(see data/concepts.hpp for what a data source must provide)");
+  static_assert(prefetch::prefetch_recipe_for<PrefetchRecipe, Source>,
+                "trainkit::trainer: PrefetchRecipe::bind<Source> does not satisfy "
+                "trainkit::prefetch::prefetcher (see prefetch/concepts.hpp)");
+  static_assert(model::model<Model>,
+                "trainkit::trainer: Model does not satisfy trainkit::model::model "
+                "(see model/concepts.hpp)");
+  static_assert(checkpoint::checkpointer<Checkpointer>,
+                "trainkit::trainer: Checkpointer does not satisfy trainkit::checkpoint::checkpointer "
+                "(see checkpoint/concepts.hpp)");
+
+ public:
+  using source_type = Source;
+  using prefetcher_type = typename PrefetchRecipe::template bind<Source>;
+  using model_type = Model;
+  using optimizer_type = Optimizer;
+  using checkpointer_type = Checkpointer;
+
+ private:
+  static_assert(std::same_as<typename prefetcher_type::memory_space, typename Model::memory_space>,
+                "trainkit::trainer: the prefetcher delivers batches in a different memory space "
+                "than the model reads (requirement: Prefetcher::memory_space == "
+                "Model::memory_space; e.g. a device model needs pinned_prefetcher)");
+  static_assert(std::same_as<typename Optimizer::memory_space, typename Model::memory_space>,
+                "trainkit::trainer: the optimizer updates parameters in a different memory space "
+                "than the model keeps them (requirement: Optimizer::memory_space == "
+                "Model::memory_space)");
+  static_assert(std::same_as<typename Optimizer::parameter_type, typename Model::parameter_type>,
+                "trainkit::trainer: the optimizer's parameter_type differs from the model's "
+                "(requirement: Optimizer::parameter_type == Model::parameter_type)");
+  static_assert(optim::optimizer_for<Optimizer, Model>,
+                "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
+                "(see optim/concepts.hpp)");
+
+ public:
+  trainer(trainer_config cfg, Source train, std::optional<Source> val, Model model,
+          typename Optimizer::config_type optimizer_config, Checkpointer checkpointer,
+          std::ostream& out = std::cout)
+      : cfg_(std::move(cfg)),
+        model_(std::move(model)),
+        optimizer_(model_, optimizer_config),
+        checkpointer_(std::move(checkpointer)),
+        train_(std::move(train)),
+        out_(&out) {
+    if (val) {
+      val_.emplace(std::move(*val));
+      val_start_ = val_->position();
+    }
+    validate();
+  }
+
+  trainer(const trainer&) = delete;
+  trainer& operator=(const trainer&) = delete;
+
+  Model& model() noexcept { return model_; }
+  const Model& model() const noexcept { return model_; }
+  Optimizer& optimizer() noexcept { return optimizer_; }
+  Checkpointer& checkpointer() noexcept { return checkpointer_; }
+  const trainer_config& config() const noexcept { return cfg_; }
+
+  /// Called after every step with its metrics; returning false stops the run after that step
+  /// exactly as a SIGINT would (final checkpoint included). For custom logging and early stops.
+  void on_step(std::function<bool(const step_metrics&)> callback) {
+    on_step_ = std::move(callback);
+  }
+
+  /// Optimizer steps completed so far (after a resume: the checkpoint's step).
+  std::uint64_t step() const noexcept { return step_; }
+  int grad_accum_steps() const noexcept { return accum_; }
+  std::size_t tokens_per_step() const noexcept {
+    return std::size_t(accum_) * std::size_t(train_.batch_size()) * train_.seq_len();
+  }
+
+  /// Mean validation loss over `eval_batches` batches from the start of the validation source.
+  double evaluate() {
+    if (!val_) throw config_error("evaluate(): no validation source was given");
+    val_->seek(val_start_);
+    double sum = 0;
+    for (int i = 0; i < cfg_.eval_batches; ++i) sum += model_.forward(val_->next());
+    return sum / cfg_.eval_batches;
+  }
+
+  /// Restores the newest valid checkpoint; returns false when there is none.
+  bool resume() {
+    checkpoint::checkpoint_state state = gather_state();
+    if (!checkpointer_.load_latest(state)) return false;
+    print_checkpointer_warnings();
+    if (auto it = state.meta.find("model"); it != state.meta.end()) {
+      auto mine = cfg_.meta.find("model");
+      if (mine != cfg_.meta.end() && mine->second != it->second)
+        throw config_error("--resume: the checkpoint was written for model '" + it->second +
+                           "' but this run configures '" + mine->second + "'");
+    }
+    auto pos = state.meta.find("data_position");
+    if (pos == state.meta.end())
+      throw format_error("--resume: checkpoint of step " + std::to_string(state.step) +
+                         " has no data_position");
+    train_.seek(source_position::parse(pos->second));
+    step_ = state.step;
+    return true;
+  }
+
+  /// Runs from the current step to `config().steps` (or until a stop is requested).
+  run_result run() {
+    run_result result;
+    if (cfg_.resume && resume()) {
+      result.resumed = true;
+      say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
+    }
+    result.first_step = step_ + 1;
+    jsonl_sink metrics;
+    if (!cfg_.metrics_path.empty()) metrics = jsonl_sink(cfg_.metrics_path, result.resumed);
+
+    const double fpt = model_.flops_per_token(train_.seq_len());
+    const double peak = peak_tflops_or_zero();
+    std::uint64_t last_saved = step_;
+    std::string pending_line;  // previous step's metrics line: written inside the next step
+    stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
+
+    while (step_ < std::uint64_t(cfg_.steps)) {
+      if (stop_requested()) {
+        result.stopped = true;
+        break;
+      }
+      step_metrics m;
+      stopwatch phase;
+      // Writing the previous step's line blocks this step: count it here, so steps tile the run.
+      if (!pending_line.empty()) {
+        metrics.write(pending_line);
+        pending_line.clear();
+      }
+      m.log_ms += phase.lap_ms();
+
+      model_.zero_grad();
+      m.compute_ms += phase.lap_ms();
+      double loss_sum = 0;
+      const float grad_scale = 1.0f / float(accum_);
+      for (int micro = 0; micro < accum_; ++micro) {
+        const auto batch = train_.next();
+        m.data_wait_ms += phase.lap_ms();
+        if constexpr (requires { train_.last_h2d_ms(); }) m.h2d_ms += train_.last_h2d_ms();
+        loss_sum += model_.forward_backward(batch, grad_scale);
+        m.compute_ms += phase.lap_ms();
+        m.tokens += batch.tokens();
+      }
+      m.loss = loss_sum / accum_;
+
+      ++step_;
+      m.step = step_;
+      m.lr = cfg_.schedule.at(int(step_ - 1));
+      m.grad_norm = optimizer_.step(model_, float(m.lr));
+      m.optimizer_ms += phase.lap_ms();
+
+      const bool last = step_ == std::uint64_t(cfg_.steps);
+      if (val_ && ((cfg_.eval_every > 0 && step_ % std::uint64_t(cfg_.eval_every) == 0) || last)) {
+        m.val_loss = evaluate();
+        result.final_val_loss = m.val_loss;
+        m.eval_ms += phase.lap_ms();
+      }
+      const bool stop_now = stop_requested();
+      if ((cfg_.ckpt_every > 0 && step_ % std::uint64_t(cfg_.ckpt_every) == 0) ||
+          ((last || stop_now) && cfg_.ckpt_at_end)) {
+        save_checkpoint();
+        last_saved = step_;
+        m.ckpt_stall_ms += phase.lap_ms();
+      }
+
+      report_step(m, fpt, peak);
+      m.log_ms += phase.lap_ms();
+
+      m.dt_ms = step_clock.lap_ms();
+      m.other_ms = std::max(0.0, m.dt_ms - m.phases_ms());
+      m.tok_per_s = m.dt_ms > 0 ? double(m.tokens) / (m.dt_ms / 1e3) : 0;
+      m.tflops = fpt * m.tok_per_s / 1e12;
+      m.mfu = peak > 0 ? m.tflops / peak : NAN;
+      pending_line = to_json_line(m);
+      result.steps.push_back(m);
+      if (!std::isfinite(m.loss)) {
+        metrics.write(pending_line);
+        throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
+                    std::to_string(step_));
+      }
+      if (on_step_ && !on_step_(m) && !last) {
+        result.stopped = true;
+        break;
+      }
+    }
+    if (!pending_line.empty()) metrics.write(pending_line);
+    if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
+    checkpointer_.wait();  // a save still in flight completes before the run returns
+    if (cfg_.progress_bar && !cfg_.quiet) *out_ << "\r\033[K" << std::flush;
+
+    result.last_step = step_;
+    result.summary = summarize(result.steps);
+    return result;
+  }
+
+ private:
+  void validate() {
+    const std::size_t bt = std::size_t(train_.batch_size()) * std::size_t(train_.seq_len());
+    if (cfg_.steps < 0) throw config_error("--steps must be >= 0: " + std::to_string(cfg_.steps));
+    if (bt == 0) throw config_error("--batch and --seq must be positive");
+    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt : cfg_.total_batch_tokens;
+    if (total % bt != 0)
+      throw config_error("--total-batch-tokens " + std::to_string(total) +
+                         " is not a multiple of batch*seq = " + std::to_string(bt));
+    accum_ = int(total / bt);
+    if (val_ && cfg_.eval_batches <= 0)
+      throw config_error("eval_batches must be positive: " + std::to_string(cfg_.eval_batches));
+    if (val_ && (val_->batch_size() != train_.batch_size() || val_->seq_len() != train_.seq_len()))
+      throw config_error("the validation source's batch shape differs from the training source's");
+    cfg_.schedule.total_steps = std::max(cfg_.steps, 1);
+    cfg_.schedule.validate();
+    if (cfg_.log_every <= 0) cfg_.log_every = 1;
+  }
+
+  double peak_tflops_or_zero() const {
+    if (cfg_.peak_tflops > 0) return cfg_.peak_tflops;
+    std::string name = cfg_.device_name;
+    if constexpr (requires(const Model& m) { m.device_name(); }) name = model_.device_name();
+    return peak_tflops(name, cfg_.dtype).value_or(0.0);
+  }
+
+  checkpoint::checkpoint_state gather_state() {
+    checkpoint::checkpoint_state s;
+    s.step = step_;
+    s.tensors = model_.state();
+    auto opt = optimizer_.state();
+    s.tensors.insert(s.tensors.end(), opt.begin(), opt.end());
+    s.meta = cfg_.meta;
+    s.meta["data_position"] = train_.position().to_string();
+    s.meta["step"] = std::to_string(step_);
+    return s;
+  }
+
+  void save_checkpoint() {
+    checkpointer_.save(gather_state());
+    if constexpr (requires { checkpointer_.take_error(); }) {
+      if (auto err = checkpointer_.take_error()) say("warning: checkpoint: " + *err + "\n");
+    }
+  }
+
+  void print_checkpointer_warnings() {
+    if constexpr (requires { checkpointer_.warnings(); }) {
+      for (const auto& w : checkpointer_.warnings()) say("warning: " + w + "\n");
+    }
+  }
+
+  void say(const std::string& s) {
+    if (cfg_.quiet) return;
+    if (cfg_.progress_bar) *out_ << "\r\033[K";
+    *out_ << s << std::flush;
+  }
+
+  void report_step(const step_metrics& m, double fpt, double peak) {
+    if (cfg_.quiet) return;
+    // Times known so far: everything but this report itself.
+    const double dt = step_clock_estimate(m);
+    const double tok_s = dt > 0 ? double(m.tokens) / (dt / 1e3) : 0;
+    const bool print = m.step % std::uint64_t(cfg_.log_every) == 0 ||
+                       m.step == std::uint64_t(cfg_.steps) || !std::isnan(m.val_loss);
+    char line[320];
+    if (print) {
+      int n = std::snprintf(line, sizeof line,
+                            "step %6llu/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+                            (unsigned long long)m.step, cfg_.steps, m.loss, m.lr, m.grad_norm, dt,
+                            tok_s);
+      if (peak > 0 && n > 0 && n < int(sizeof line))
+        n += std::snprintf(line + n, sizeof line - n, " | MFU %.1f%%",
+                           100 * fpt * tok_s / 1e12 / peak);
+      if (!std::isnan(m.val_loss) && n > 0 && n < int(sizeof line))
+        std::snprintf(line + n, sizeof line - n, " | val %.4f", m.val_loss);
+      say(std::string(line) + "\n");
+    }
+    if (cfg_.progress_bar) {
+      constexpr int width = 30;
+      const double frac = double(m.step) / std::max(cfg_.steps, 1);
+      const int filled = int(frac * width);
+      const double eta_s = dt / 1e3 * double(std::uint64_t(cfg_.steps) - m.step);
+      std::snprintf(line, sizeof line, "[%-*s] %llu/%d  loss %.4f  %.0f tok/s  ETA %dm%02ds",
+                    width, std::string(std::size_t(filled), '=').c_str(),
+                    (unsigned long long)m.step, cfg_.steps, m.loss, tok_s, int(eta_s) / 60,
+                    int(eta_s) % 60);
+      *out_ << "\r\033[K" << line << std::flush;
+    }
+  }
+
+  static double step_clock_estimate(const step_metrics& m) { return m.phases_ms(); }
+
+  trainer_config cfg_;
+  Model model_;
+  Optimizer optimizer_;
+  Checkpointer checkpointer_;
+  prefetcher_type train_;
+  std::optional<prefetcher_type> val_;
+  source_position val_start_{};
+  std::ostream* out_;
+  std::uint64_t step_ = 0;
+  int accum_ = 1;
+  std::function<bool(const step_metrics&)> on_step_;
+};
+
+}  // namespace trainkit

@@ -1,0 +1,50 @@
+// trainkit/trainkit.hpp — the umbrella header: everything a CPU trainer needs.
+//
+//   #include <trainkit/trainkit.hpp>
+//   using cpu_trainer = trainkit::trainer<trainkit::data::mmap_token_source,
+//                                         trainkit::prefetch::threaded<4>,
+//                                         trainkit::model::gpt2_cpu,
+//                                         trainkit::optim::adamw_cpu,
+//                                         trainkit::checkpoint::sync_checkpointer>;
+//
+// Depends only on the standard library, Eigen and Boost. The tokenizer (trainkit/tokenizer/,
+// which needs utf8proc) and the CUDA policies are included separately.
+#pragma once
+
+#include "trainkit/version.hpp"
+
+#include "trainkit/core/batch.hpp"
+#include "trainkit/core/bf16.hpp"
+#include "trainkit/core/crc32c.hpp"
+#include "trainkit/core/device_info.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/core/timing.hpp"
+
+#include "trainkit/data/concepts.hpp"
+#include "trainkit/data/mmap_token_source.hpp"
+#include "trainkit/data/shard_format.hpp"
+#include "trainkit/data/synthetic_source.hpp"
+
+#include "trainkit/prefetch/concepts.hpp"
+#include "trainkit/prefetch/inline_prefetcher.hpp"
+#include "trainkit/prefetch/threaded_prefetcher.hpp"
+
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/llmc_file.hpp"
+
+#include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/schedule.hpp"
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
+
+#include "trainkit/trainer/metrics.hpp"
+#include "trainkit/trainer/report.hpp"
+#include "trainkit/trainer/stop_flag.hpp"
+#include "trainkit/trainer/trainer.hpp"

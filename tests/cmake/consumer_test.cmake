@@ -1,0 +1,30 @@
+# Runs one consumer route end to end (cmake -P): install trainkit to a prefix (find_package mode),
+# configure the consumer, build it and run it. Any failing step stops with FATAL_ERROR.
+cmake_minimum_required(VERSION 3.25)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
+if(MODE STREQUAL "find_package")
+  run_step("configure trainkit" ${CMAKE_COMMAND} -S ${TRAINKIT_SOURCE} -B ${WORK}/trainkit-build
+           -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DTRAINKIT_BUILD_TESTS=OFF
+           -DTRAINKIT_BUILD_BENCH=OFF -DTRAINKIT_BUILD_EXAMPLES=OFF -DTRAINKIT_CUDA=OFF
+           -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
+  run_step("install trainkit" ${CMAKE_COMMAND} --install ${WORK}/trainkit-build)
+  list(APPEND consumer_args -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCONSUMER_MODE=find_package)
+else()
+  list(APPEND consumer_args -DCONSUMER_MODE=add_subdirectory -DTRAINKIT_DIR=${TRAINKIT_SOURCE})
+endif()
+run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK}/consumer-build
+         -G ${GENERATOR} ${consumer_args})
+run_step("build consumer" ${CMAKE_COMMAND} --build ${WORK}/consumer-build)
+run_step("run consumer" ${WORK}/consumer-build/consumer)
+message("${step_output}")

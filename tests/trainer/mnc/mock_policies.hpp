@@ -1,0 +1,41 @@
+// A minimal model and optimizer templated on their memory space, for the must-not-compile tests
+// (a real device model needs CUDA; the compile-time checks only look at the declared types).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <trainkit/trainkit.hpp>
+
+namespace mnc {
+
+template <class Space>
+struct mock_model {
+  using memory_space = Space;
+  using parameter_type = float;
+  float forward_backward(trainkit::batch_view<Space>, float) { return 0; }
+  float forward(trainkit::batch_view<Space>) { return 0; }
+  void zero_grad() {}
+  double flops_per_token(int) const { return 0; }
+  std::span<const trainkit::tensor_info> parameter_layout() const { return layout_; }
+  std::span<float> parameters() { return params_; }
+  std::span<float> gradients() { return grads_; }
+  std::size_t num_parameters() const { return params_.size(); }
+  std::vector<trainkit::state_tensor> state() { return {}; }
+  std::vector<trainkit::tensor_info> layout_;
+  std::vector<float> params_, grads_;
+};
+
+template <class Space>
+struct mock_optimizer {
+  using memory_space = Space;
+  using parameter_type = float;
+  struct config_type {};
+  mock_optimizer(const mock_model<Space>&, config_type) {}
+  float step(mock_model<Space>&, float) { return 0; }
+  std::uint64_t steps_taken() const { return 0; }
+  std::vector<trainkit::state_tensor> state() { return {}; }
+};
+
+}  // namespace mnc

@@ -1,0 +1,329 @@
+// Tests for trainkit::trainer with the CPU policies: phase accounting, gradient accumulation,
+// bit-identical resume, evaluation, stop requests, the metrics file and configuration errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <trainkit/trainkit.hpp>
+
+namespace tk = trainkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+tk::model::gpt2_config tiny_model() {
+  return {.max_seq_len = 32, .vocab_size = 200, .padded_vocab_size = 256, .num_layers = 2,
+          .num_heads = 2, .channels = 32};
+}
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("trainkit-trainer-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+/// A shard of learnable tokens: a noisy repeating pattern below `vocab`.
+std::string write_pattern_shard(const fs::path& dir, const std::string& name, std::size_t n,
+                                int vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint16_t> tokens(n);
+  for (std::size_t i = 0; i < n; ++i)
+    tokens[i] = std::uint16_t(rng() % 8 == 0 ? rng() % vocab : (i * 7) % 50 + 1);
+  const auto path = (dir / name).string();
+  tk::data::write_shard(path, tokens);
+  return path;
+}
+
+tk::trainer_config quiet_config(int steps) {
+  tk::trainer_config c;
+  c.steps = steps;
+  c.schedule.kind = tk::optim::schedule_kind::constant;
+  c.schedule.max_lr = 2e-3f;
+  c.quiet = true;
+  return c;
+}
+
+using synthetic_trainer =
+    tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
+                tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint>;
+
+template <class Checkpointer>
+using shard_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<3>,
+                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer>;
+
+tk::data::synthetic_source synthetic(int B = 4, int T = 16,
+                                     std::chrono::microseconds delay = std::chrono::microseconds{0}) {
+  return tk::data::synthetic_source({.batch_size = B, .seq_len = T, .vocab_size = 200,
+                                     .alphabet = 32, .branching = 2, .seed = 5,
+                                     .produce_delay = delay});
+}
+
+}  // namespace
+
+TEST(Trainer, LossFallsOnLearnableData) {
+  synthetic_trainer t(quiet_config(40), synthetic(), std::nullopt,
+                      tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+                      tk::checkpoint::no_checkpoint{});
+  const auto r = t.run();
+  ASSERT_EQ(r.steps.size(), 40u);
+  EXPECT_NEAR(r.steps.front().loss, std::log(200.0), 0.5);  // uniform prediction at init
+  double tail = 0;
+  for (std::size_t i = 35; i < 40; ++i) tail += r.steps[i].loss / 5;
+  EXPECT_LT(tail, r.steps.front().loss - 1.0);
+}
+
+TEST(Trainer, PhasesAddUpToStepTime) {
+  auto cfg = quiet_config(12);
+  temp_dir dir;
+  cfg.metrics_path = dir.path / "metrics.jsonl";
+  synthetic_trainer t(cfg, synthetic(4, 16, std::chrono::microseconds{500}), std::nullopt,
+                      tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+                      tk::checkpoint::no_checkpoint{});
+  const auto r = t.run();
+  for (const auto& m : r.steps) {
+    EXPECT_GT(m.dt_ms, 0);
+    EXPECT_GT(m.compute_ms, 0);
+    EXPECT_GT(m.optimizer_ms, 0);
+    // The measured phases never exceed the step, and the unmeasured rest is small.
+    EXPECT_LE(m.phases_ms(), m.dt_ms * 1.0001) << m.step;
+    EXPECT_NEAR(m.phases_ms() + m.other_ms, m.dt_ms, 0.02 * m.dt_ms) << m.step;
+    EXPECT_LT(m.other_ms, 0.05 * m.dt_ms + 0.05) << m.step;
+  }
+  // The metrics file has one valid JSON object per step with the contract's fields.
+  std::ifstream in(cfg.metrics_path);
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens", "dt_ms", "data_wait_ms",
+                            "h2d_ms", "compute_ms", "optimizer_ms", "ckpt_stall_ms", "log_ms",
+                            "tok_per_s", "tflops", "mfu"})
+      EXPECT_TRUE(j.contains(key)) << key << " missing in " << line;
+    EXPECT_EQ(j["step"].get<std::uint64_t>(), r.steps[n].step);
+    const double sum = j["data_wait_ms"].get<double>() + j["h2d_ms"].get<double>() +
+                       j["compute_ms"].get<double>() + j["optimizer_ms"].get<double>() +
+                       j["ckpt_stall_ms"].get<double>() + j["log_ms"].get<double>() +
+                       j["eval_ms"].get<double>() + j["other_ms"].get<double>();
+    EXPECT_NEAR(sum, j["dt_ms"].get<double>(), 0.02 * j["dt_ms"].get<double>());
+    ++n;
+  }
+  EXPECT_EQ(n, r.steps.size());
+}
+
+TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
+  // llm.c order: micro-batches of B=2 taken twice cover the same rows as one batch of B=4, so one
+  // optimizer step must see the same loss and (up to float summation order) the same update.
+  temp_dir dir;
+  const auto shard = write_pattern_shard(dir.path, "train_000.bin", 20000, 200, 3);
+  auto run = [&](int B, std::size_t total_tokens) {
+    auto cfg = quiet_config(3);
+    cfg.total_batch_tokens = total_tokens;
+    shard_trainer<tk::checkpoint::no_checkpoint> t(
+        cfg, tk::data::mmap_token_source({shard, B, 16, 200}), std::nullopt,
+        tk::model::gpt2_cpu(tiny_model(), 7), tk::optim::adamw_config{},
+        tk::checkpoint::no_checkpoint{});
+    EXPECT_EQ(t.tokens_per_step(), 64u);
+    EXPECT_EQ(t.grad_accum_steps(), 64 / (B * 16));
+    return t.run();
+  };
+  const auto accumulated = run(2, 64);
+  const auto whole = run(4, 0);
+  ASSERT_EQ(accumulated.steps.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(accumulated.steps[i].tokens, 64u);
+    EXPECT_NEAR(accumulated.steps[i].loss, whole.steps[i].loss, 1e-4) << i;
+    EXPECT_NEAR(accumulated.steps[i].grad_norm, whole.steps[i].grad_norm,
+                1e-4 * whole.steps[i].grad_norm) << i;
+  }
+}
+
+TEST(Trainer, RejectsTokensPerStepNotAMultipleOfTheBatch) {
+  auto cfg = quiet_config(1);
+  cfg.total_batch_tokens = 100;  // B·T = 64
+  EXPECT_THROW(synthetic_trainer(cfg, synthetic(), std::nullopt,
+                                 tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+                                 tk::checkpoint::no_checkpoint{}),
+               tk::config_error);
+}
+
+class TrainerResume : public ::testing::TestWithParam<tk::data::order_kind> {};
+
+TEST_P(TrainerResume, StopAndResumeIsBitIdentical) {
+  temp_dir dir;
+  const auto shard_a = write_pattern_shard(dir.path, "train_000.bin", 3000, 200, 1);
+  const auto shard_b = write_pattern_shard(dir.path, "train_001.bin", 2500, 200, 2);
+  const std::string pattern = (dir.path / "train_*.bin").string();
+  const tk::data::mmap_source_config data{pattern, 4, 16, 200, GetParam(), 99};
+  constexpr int n = 6;
+  auto make = [&](const fs::path& ckpt, bool resume) {
+    auto cfg = quiet_config(2 * n);
+    cfg.schedule.kind = tk::optim::schedule_kind::cosine;
+    cfg.schedule.warmup_steps = 2;
+    cfg.total_batch_tokens = 128;  // two micro-batches per step
+    cfg.resume = resume;
+    cfg.meta["model"] = tiny_model().to_string();
+    return std::make_unique<shard_trainer<tk::checkpoint::sync_checkpointer>>(
+        cfg, tk::data::mmap_token_source(data), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 11),
+        tk::optim::adamw_config{}, tk::checkpoint::sync_checkpointer({ckpt, 2}));
+  };
+  // 2N steps straight.
+  auto straight = make(dir.path / "ckpt_straight", false)->run();
+  // Stopped after N steps (as by a signal: final checkpoint), then a fresh trainer resumes.
+  auto first_trainer = make(dir.path / "ckpt_split", false);
+  first_trainer->on_step([](const tk::step_metrics& m) { return m.step < std::uint64_t(n); });
+  auto first = first_trainer->run();
+  ASSERT_TRUE(first.stopped);
+  ASSERT_EQ(first.last_step, std::uint64_t(n));
+  auto second = make(dir.path / "ckpt_split", true)->run();
+  ASSERT_TRUE(second.resumed);
+  EXPECT_EQ(second.first_step, std::uint64_t(n + 1));
+  ASSERT_EQ(first.steps.size() + second.steps.size(), straight.steps.size());
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(first.steps[i].loss, straight.steps[i].loss) << "step " << i + 1;
+    EXPECT_EQ(second.steps[i].loss, straight.steps[n + i].loss) << "step " << n + i + 1;
+    EXPECT_EQ(second.steps[i].grad_norm, straight.steps[n + i].grad_norm) << "step " << n + i + 1;
+    EXPECT_EQ(second.steps[i].lr, straight.steps[n + i].lr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, TrainerResume,
+                         ::testing::Values(tk::data::order_kind::sequential,
+                                           tk::data::order_kind::random));
+
+TEST(Trainer, ResumeRefusesAnotherModel) {
+  temp_dir dir;
+  const auto shard = write_pattern_shard(dir.path, "train_000.bin", 4000, 200, 1);
+  auto make = [&](int layers, bool resume) {
+    auto m = tiny_model();
+    m.num_layers = layers;
+    auto cfg = quiet_config(2);
+    cfg.resume = resume;
+    cfg.meta["model"] = m.to_string();
+    return std::make_unique<shard_trainer<tk::checkpoint::sync_checkpointer>>(
+        cfg, tk::data::mmap_token_source({shard, 4, 16, 200}), std::nullopt,
+        tk::model::gpt2_cpu(m, 1), tk::optim::adamw_config{},
+        tk::checkpoint::sync_checkpointer({dir.path / "ckpt", 0}));
+  };
+  make(2, false)->run();
+  EXPECT_THROW(make(3, true)->run(), tk::error);
+}
+
+TEST(Trainer, EvaluatesOnSchedule) {
+  temp_dir dir;
+  const auto train = write_pattern_shard(dir.path, "train_000.bin", 6000, 200, 1);
+  const auto val = write_pattern_shard(dir.path, "val_000.bin", 3000, 200, 2);
+  auto cfg = quiet_config(7);
+  cfg.eval_every = 3;
+  cfg.eval_batches = 2;
+  shard_trainer<tk::checkpoint::no_checkpoint> t(
+      cfg, tk::data::mmap_token_source({train, 4, 16, 200}),
+      tk::data::mmap_token_source({val, 4, 16, 200}), tk::model::gpt2_cpu(tiny_model(), 1),
+      tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
+  const auto r = t.run();
+  for (const auto& m : r.steps) {
+    const bool expect_eval = m.step % 3 == 0 || m.step == 7;
+    EXPECT_EQ(!std::isnan(m.val_loss), expect_eval) << m.step;
+    if (expect_eval) EXPECT_GT(m.eval_ms, 0);
+  }
+  // Evaluation starts from the beginning of the validation data every time: evaluating twice in
+  // a row on unchanged weights gives the same number.
+  EXPECT_EQ(t.evaluate(), t.evaluate());
+  EXPECT_EQ(r.final_val_loss, r.steps.back().val_loss);
+}
+
+TEST(Trainer, StopRequestSavesAndReturns) {
+  temp_dir dir;
+  const auto shard = write_pattern_shard(dir.path, "train_000.bin", 4000, 200, 1);
+  auto cfg = quiet_config(1000);
+  shard_trainer<tk::checkpoint::sync_checkpointer> t(
+      cfg, tk::data::mmap_token_source({shard, 4, 16, 200}), std::nullopt,
+      tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+      tk::checkpoint::sync_checkpointer({dir.path / "ckpt", 0}));
+  std::thread stopper([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    tk::request_stop();
+  });
+  const auto r = t.run();
+  stopper.join();
+  tk::stop_signal().store(0);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_LT(r.last_step, 1000u);
+  const auto saved = tk::checkpoint::list_checkpoints(dir.path / "ckpt");
+  ASSERT_FALSE(saved.empty());
+  EXPECT_EQ(saved.back().step, r.last_step);
+}
+
+TEST(Trainer, DivergenceIsAnError) {
+  auto cfg = quiet_config(5);
+  cfg.schedule.max_lr = 1e30f;  // the first update blows the weights up
+  synthetic_trainer t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                      tk::optim::adamw_config{.grad_clip = 0}, tk::checkpoint::no_checkpoint{});
+  EXPECT_THROW(t.run(), tk::error);
+}
+
+TEST(Trainer, VerdictInputBoundWhenTheSourceIsSlow) {
+  // Producer delay far above compute with an inline (synchronous) prefetcher: the loop waits.
+  using slow_trainer =
+      tk::trainer<tk::data::synthetic_source, tk::prefetch::synchronous, tk::model::gpt2_cpu,
+                  tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint>;
+  slow_trainer t(quiet_config(6), synthetic(2, 8, std::chrono::milliseconds(60)), std::nullopt,
+                 tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+                 tk::checkpoint::no_checkpoint{});
+  const auto r = t.run();
+  EXPECT_EQ(r.summary.verdict, tk::bottleneck::input) << r.summary.evidence;
+}
+
+TEST(Trainer, VerdictComputeBoundWithNothingInjected) {
+  // A model wide enough that a step costs far more than producing a batch.
+  auto wide = tiny_model();
+  wide.channels = 256;
+  wide.num_heads = 4;
+  synthetic_trainer t(quiet_config(8), synthetic(4, 32), std::nullopt,
+                      tk::model::gpt2_cpu(wide, 1), tk::optim::adamw_config{},
+                      tk::checkpoint::no_checkpoint{});
+  const auto r = t.run();
+  EXPECT_EQ(r.summary.verdict, tk::bottleneck::compute) << r.summary.evidence;
+}
+
+namespace {
+/// A checkpointer whose save blocks like a slow synchronous disk write.
+struct slow_checkpointer {
+  void save(const tk::checkpoint::checkpoint_state&) {
+    tk::stopwatch sw;
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    stall_ = sw.elapsed_ms();
+  }
+  bool load_latest(tk::checkpoint::checkpoint_state&) { return false; }
+  void wait() {}
+  double last_stall_ms() const { return stall_; }
+  double stall_ = 0;
+};
+}  // namespace
+
+TEST(Trainer, VerdictCheckpointBoundWhenSavesBlock) {
+  auto cfg = quiet_config(6);
+  cfg.ckpt_every = 1;
+  tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
+              tk::optim::adamw_cpu, slow_checkpointer>
+      t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+        tk::optim::adamw_config{}, slow_checkpointer{});
+  const auto r = t.run();
+  EXPECT_EQ(r.summary.verdict, tk::bottleneck::checkpoint) << r.summary.evidence;
+  for (const auto& m : r.steps) EXPECT_GE(m.ckpt_stall_ms, 149.0);
+}
