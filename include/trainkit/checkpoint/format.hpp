@@ -9,8 +9,19 @@
 // Boost.PropertyTree's JSON parser, checking every field's type and range itself.
 #pragma once
 
+// Boost 1.74's JSON parser includes the deprecated <boost/bind.hpp>, which prints a #pragma
+// message in every translation unit unless this is defined; defining it changes nothing else
+// (the placeholders are global either way), and it is undone right after.
+#ifndef BOOST_BIND_GLOBAL_PLACEHOLDERS
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS
+#define TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
+#endif
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#ifdef TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
+#undef BOOST_BIND_GLOBAL_PLACEHOLDERS
+#undef TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
+#endif
 
 #include <algorithm>
 #include <charconv>

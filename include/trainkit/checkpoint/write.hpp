@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <system_error>
@@ -59,9 +60,17 @@ inline void rename_path(const std::filesystem::path& from, const std::filesystem
                    "': " + ec.message());
 }
 
+// Writes the tensors at 64-byte aligned offsets and returns the manifest describing them. The
+// CRCs are computed on a second thread while this one writes: both only read the tensors, and
+// CRC-32C at ~1 GB/s would otherwise add about a third to a save that writes at disk speed.
 inline manifest write_tensors_file(const std::filesystem::path& file,
                                    const checkpoint_state& state) {
   static constexpr std::byte zeros[tensor_alignment] = {};
+  std::future<std::vector<std::uint32_t>> crcs = std::async(std::launch::async, [&state] {
+    std::vector<std::uint32_t> out;
+    for (const auto& t : state.tensors) out.push_back(crc32c(t.data, t.bytes()));
+    return out;
+  });
   manifest m;
   m.step = state.step;
   m.meta = state.meta;
@@ -73,11 +82,13 @@ inline manifest write_tensors_file(const std::filesystem::path& file,
     out.write_all(zeros, std::size_t(aligned - offset));
     const std::size_t bytes = t.bytes();
     out.write_all(t.data, bytes);
-    m.tensors.push_back({t.name, t.type, t.shape, aligned, bytes, crc32c(t.data, bytes)});
+    m.tensors.push_back({t.name, t.type, t.shape, aligned, bytes, 0});
     offset = aligned + bytes;
   }
   out.sync();
   out.close();
+  const std::vector<std::uint32_t> sums = crcs.get();
+  for (std::size_t i = 0; i < sums.size(); ++i) m.tensors[i].crc32c = sums[i];
   return m;
 }
 

@@ -6,7 +6,8 @@
 // LayerNorm gains and position embeddings are left alone, as in GPT-2 recipes). Gradient clipping
 // by global norm is folded into the same pass as a scale on the gradient, so gradients are read
 // once and never modified. The update is elementwise, so its OpenMP split cannot change results;
-// the norm uses a thread-count-independent summation order (grad_clip.hpp).
+// the norm uses a thread-count-independent summation order (grad_clip.hpp). Moments, update and
+// state layout follow llm.c, so checkpoints of the CPU and CUDA optimizers hold the same tensors.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <Eigen/Core>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -113,6 +116,8 @@ class basic_adamw_cpu {
     const Scalar bias2 = static_cast<Scalar>(1.0 - std::pow(double(config_.beta2), t));
     const Scalar rate = lr;
 
+    const update_constants k{
+        grad_scale, beta1, Scalar(1) - beta1, beta2, Scalar(1) - beta2, bias1, bias2, eps, rate};
     Scalar* p = params.data();
     const Scalar* g = grads.data();
     Scalar* m = m_.data();
@@ -121,17 +126,13 @@ class basic_adamw_cpu {
     {
       for (const segment& s : segments_) {
         const Scalar decay = s.decay ? static_cast<Scalar>(config_.weight_decay) : Scalar(0);
+        const auto blocks = std::ptrdiff_t((s.end - s.begin + update_block - 1) / update_block);
         // Segments are disjoint, so a thread may move on without waiting for the others.
 #pragma omp for schedule(static) nowait
-        for (std::ptrdiff_t i = std::ptrdiff_t(s.begin); i < std::ptrdiff_t(s.end); ++i) {
-          const Scalar grad = g[i] * grad_scale;
-          const Scalar mi = beta1 * m[i] + (Scalar(1) - beta1) * grad;
-          const Scalar vi = beta2 * v[i] + (Scalar(1) - beta2) * grad * grad;
-          m[i] = mi;
-          v[i] = vi;
-          const Scalar m_hat = mi / bias1;
-          const Scalar v_hat = vi / bias2;
-          p[i] -= rate * (m_hat / (std::sqrt(v_hat) + eps) + decay * p[i]);
+        for (std::ptrdiff_t b = 0; b < blocks; ++b) {
+          const std::size_t begin = s.begin + std::size_t(b) * update_block;
+          const std::size_t count = std::min(update_block, s.end - begin);
+          update_range(k, decay, p + begin, g + begin, m + begin, v + begin, count);
         }
       }
     }
@@ -164,6 +165,30 @@ class basic_adamw_cpu {
   }
 
  private:
+  // Elements per work item: the three array statements of `update_range` then run over data
+  // still in L1/L2 (4 arrays × 2048 floats = 32 KiB), so memory traffic is that of one pass.
+  static constexpr std::size_t update_block = 2048;
+
+  struct update_constants {
+    Scalar grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, bias1, bias2, eps, rate;
+  };
+
+  // The AdamW formulas over `count` elements, written with Eigen arrays because Eigen vectorises
+  // the square root: std::sqrt stays scalar under GCC's default -fmath-errno, which made the
+  // update 3x slower than the memory traffic it needs. Every operation is elementwise and
+  // IEEE-exact (no reassociation), so the result does not depend on how elements are split.
+  static void update_range(const update_constants& k, Scalar decay, Scalar* p, const Scalar* g,
+                           Scalar* m, Scalar* v, std::size_t count) {
+    using array = Eigen::Array<Scalar, Eigen::Dynamic, 1>;
+    const auto n = Eigen::Index(count);
+    Eigen::Map<array> P(p, n), M(m, n), V(v, n);  // (count,)
+    const Eigen::Map<const array> G(g, n);        // (count,)
+    const auto grad = G * k.grad_scale;
+    M = k.beta1 * M + k.one_minus_beta1 * grad;
+    V = k.beta2 * V + k.one_minus_beta2 * grad * grad;
+    P -= k.rate * ((M / k.bias1) / ((V / k.bias2).sqrt() + k.eps) + decay * P);
+  }
+
   struct segment {
     std::size_t begin = 0;  // element range [begin, end) of the flat buffer
     std::size_t end = 0;

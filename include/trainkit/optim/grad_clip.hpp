@@ -29,11 +29,22 @@ double sum_of_squares(std::span<const T> values) {
   for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(chunks); ++c) {
     const std::size_t begin = std::size_t(c) * norm_chunk_elements;
     const std::size_t end = begin + norm_chunk_elements < n ? begin + norm_chunk_elements : n;
-    double s = 0.0;
-    for (std::size_t i = begin; i < end; ++i) {
-      const double x = static_cast<double>(v[i]);
-      s += x * x;
+    // Eight interleaved accumulators: a single running sum is bound by the add latency, and
+    // these are combined in a fixed order, so the result still depends only on the chunk size.
+    double lane[8] = {};
+    std::size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (int k = 0; k < 8; ++k) {
+        const double x = static_cast<double>(v[i + k]);
+        lane[k] += x * x;
+      }
     }
+    for (; i < end; ++i) {
+      const double x = static_cast<double>(v[i]);
+      lane[0] += x * x;
+    }
+    const double s =
+        ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     partial[std::size_t(c)] = s;
   }
   double total = 0.0;
