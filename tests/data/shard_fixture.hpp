@@ -44,7 +44,8 @@ class temp_dir_test : public ::testing::Test {
     header.resize(256, 0);
     std::vector<char> bytes(header.size() * 4 + tokens.size() * 2);
     std::memcpy(bytes.data(), header.data(), header.size() * 4);
-    std::memcpy(bytes.data() + header.size() * 4, tokens.data(), tokens.size() * 2);
+    if (!tokens.empty())  // memcpy from an empty vector's null data() is UB
+      std::memcpy(bytes.data() + header.size() * 4, tokens.data(), tokens.size() * 2);
     return write_bytes(name, bytes.data(), bytes.size());
   }
 
