@@ -234,8 +234,12 @@ TEST_F(CheckpointTest, StaleTemporaryDirectoriesOfOlderStepsAreCleanedUp) {
   sample_state s(11);
   fs::create_directories(dir_ / ".tmp.step_00000001");
   fs::create_directories(dir_ / ".tmp.step_00000009");
+  fs::create_directories(dir_ / ".tmp.replaced.step_00000001");
+  fs::create_directories(dir_ / ".tmp.delete.step_00000000");
   ck::write_checkpoint(dir_, s.view(2), 0);
   EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000001"));
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.replaced.step_00000001"));
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.delete.step_00000000"));
   EXPECT_TRUE(fs::exists(dir_ / ".tmp.step_00000009")) << "a newer save may still be running";
 }
 

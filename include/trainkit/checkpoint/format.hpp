@@ -248,7 +248,7 @@ inline manifest parse_manifest(const std::string& json, const std::string& sourc
   } catch (const boost::property_tree::json_parser_error& e) {
     r.fail("line " + std::to_string(e.line()) + ": " + e.message());
   }
-  if (root.empty()) r.fail("not a JSON object");
+  if (root.empty()) r.fail("empty, or not a JSON object");
   const std::string magic = r.scalar(r.child(root, "format", "top level"), "\"format\"");
   if (magic != format_magic)
     r.fail("\"format\" is '" + magic + "', expected '" + std::string(format_magic) + "'");
