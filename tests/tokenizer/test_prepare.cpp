@@ -19,6 +19,7 @@
 
 #include "../../examples/gpt_fineweb/prepare.hpp"
 #include "tokenizer_test_support.hpp"
+#include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
 
 namespace {
@@ -192,6 +193,26 @@ TEST_F(Prepare, ShardsAreByteIdenticalForAnyThreadCount) {
   auto all_docs = docs;
   all_docs.push_back("one more document");
   EXPECT_EQ(read_all("t1"), expected_stream(all_docs));
+}
+
+TEST_F(Prepare, TrainingShardsFeedMmapTokenSource) {
+  const auto docs = sample_docs(30, 7);
+  auto o = options("out", {write_input("d.jsonl", to_jsonl(docs))});
+  o.val_tokens = 50;
+  o.shard_tokens = 400;
+  std::ostringstream log;
+  run_prepare(o, log);
+  const auto stream = expected_stream(docs);
+  trainkit::data::mmap_token_source src(trainkit::data::mmap_source_config{
+      .pattern = (dir_ / "out" / "fineweb_train_*.bin").string(), .batch_size = 2, .seq_len = 16});
+  trainkit::host_batch b;
+  src.next(b);
+  // llm.c order: row r of batch 0 reads the first training tokens from offset r*T.
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < 16; ++t) {
+      EXPECT_EQ(b.inputs[r * 16 + t], stream[50 + r * 16 + t]);
+      EXPECT_EQ(b.targets[r * 16 + t], stream[50 + r * 16 + t + 1]);
+    }
 }
 
 TEST_F(Prepare, BadJsonLineStopsNamingFileAndLine) {
