@@ -364,6 +364,15 @@ TEST_F(CheckpointTest, DtypeShapeAndMissingTensorMismatches) {
     auto into = s.view(0);
     into.tensors.push_back(tk::make_state_tensor("model.missing", std::span(extra), {2}));
     expect_format_error([&] { ck::load_checkpoint(p, into); }, {"'model.missing'"});
+    EXPECT_THROW(ck::load_checkpoint(p, into), ck::checkpoint_mismatch);
+  }
+  {  // Resuming into another configuration stops: older checkpoints would not fit either, and
+     // falling back to a fresh start would hide the mistake.
+    ck::write_checkpoint(dir_, s.view(4), 0);
+    auto into = s.view(0);
+    into.tensors[0].shape = {15};
+    ck::sync_checkpointer c({.dir = dir_});
+    EXPECT_THROW(c.load_latest(into), ck::checkpoint_mismatch);
   }
   {  // Loading a subset is fine: the trainer may ask only for the model.
     sample_state loaded(23);

@@ -24,6 +24,15 @@
 
 namespace trainkit::checkpoint {
 
+/// An intact checkpoint that does not fit the state it is loaded into: a requested tensor is
+/// missing or has another dtype or shape. That means resuming into a different model or optimizer
+/// configuration, which an older checkpoint of the same run will not fix, so `load_latest` stops
+/// on it instead of falling back (and silently starting from scratch).
+class checkpoint_mismatch : public format_error {
+ public:
+  using format_error::format_error;
+};
+
 namespace detail {
 
 inline constexpr std::size_t read_chunk_bytes = std::size_t{8} << 20;
@@ -55,9 +64,10 @@ inline void check_loadable(const checkpoint_state& state) {
 }  // namespace detail
 
 /// Fills every tensor listed in `state` from the checkpoint directory `ckpt` and sets
-/// `state.step` and `state.meta` from its manifest. Throws format_error, naming the checkpoint
-/// and the tensor, when the manifest is missing or malformed, a requested tensor is absent or
-/// has another dtype or shape, tensors.bin has the wrong size, or a CRC does not match; io_error
+/// `state.step` and `state.meta` from its manifest. Throws checkpoint_mismatch (a format_error)
+/// naming the checkpoint, the tensor and both dtypes or shapes when a requested tensor is absent
+/// or differs, and format_error naming the checkpoint (and tensor) when the manifest is missing
+/// or malformed, tensors.bin has the wrong size, or a CRC does not match; io_error
 /// when a file cannot be read. On any error the destination buffers are left unchanged (unless
 /// the file changes during the load). Tensors in the checkpoint that `state` does not ask for
 /// are verified but not loaded.
@@ -77,14 +87,15 @@ inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state&
   std::vector<const manifest_entry*> sources;
   for (const auto& t : state.tensors) {
     const manifest_entry* e = m.find(t.name);
-    if (e == nullptr) throw format_error(where + " has no tensor '" + t.name + "'");
+    if (e == nullptr) throw checkpoint_mismatch(where + " has no tensor '" + t.name + "'");
     if (e->type != t.type)
-      throw format_error(where + ": tensor '" + t.name + "' is " +
-                         std::string(dtype_name(e->type)) + " in the checkpoint but " +
-                         std::string(dtype_name(t.type)) + " is expected");
+      throw checkpoint_mismatch(where + ": tensor '" + t.name + "' is " +
+                                std::string(dtype_name(e->type)) + " in the checkpoint but " +
+                                std::string(dtype_name(t.type)) + " is expected");
     if (e->shape != t.shape)
-      throw format_error(where + ": tensor '" + t.name + "' has shape " + shape_text(e->shape) +
-                         " in the checkpoint but " + shape_text(t.shape) + " is expected");
+      throw checkpoint_mismatch(where + ": tensor '" + t.name + "' has shape " +
+                                shape_text(e->shape) + " in the checkpoint but " +
+                                shape_text(t.shape) + " is expected");
     sources.push_back(e);
   }
 
@@ -116,10 +127,11 @@ inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state&
   state.meta = m.meta;
 }
 
-/// Loads the newest intact checkpoint under `dir` into `state`. A checkpoint that fails to load
+/// Loads the newest intact checkpoint under `dir` into `state`. A corrupt or unreadable one
 /// (format_error or io_error) adds one line to `warnings` and the next older one is tried.
-/// Returns false when there is no checkpoint or none loads. config_error (a state that cannot be
-/// loaded at all) is thrown, not turned into a warning.
+/// Returns false when there is no checkpoint or none loads. checkpoint_mismatch (the run's
+/// tensors do not fit the checkpoint) and config_error (a state that cannot be loaded at all)
+/// are thrown, not turned into warnings.
 inline bool load_latest_checkpoint(const std::filesystem::path& dir, checkpoint_state& state,
                                    std::vector<std::string>& warnings) {
   detail::check_loadable(state);
@@ -128,6 +140,8 @@ inline bool load_latest_checkpoint(const std::filesystem::path& dir, checkpoint_
     try {
       load_checkpoint(it->path, state);
       return true;
+    } catch (const checkpoint_mismatch&) {
+      throw;
     } catch (const format_error& e) {
       warnings.push_back(std::string("skipping unusable checkpoint: ") + e.what());
     } catch (const io_error& e) {
