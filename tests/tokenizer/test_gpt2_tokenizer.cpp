@@ -342,10 +342,15 @@ TEST(Gpt2Tokenizer, VocabDirFromFlagOrEnvironment) {
                trainkit::config_error);
   const auto tmp = std::filesystem::temp_directory_path();
   EXPECT_EQ(trainkit::tokenizer::resolve_vocab_dir(tmp.string()), tmp);
+  // Restore the caller's variable afterwards: other tests in this process may rely on it.
+  const char* saved = std::getenv("TRAINKIT_GPT2_VOCAB");
+  const std::optional<std::string> original =
+      saved ? std::optional<std::string>(saved) : std::nullopt;
   ::setenv("TRAINKIT_GPT2_VOCAB", tmp.c_str(), 1);
   EXPECT_EQ(trainkit::tokenizer::resolve_vocab_dir(""), tmp);
   ::unsetenv("TRAINKIT_GPT2_VOCAB");
   EXPECT_THROW((void)trainkit::tokenizer::resolve_vocab_dir(""), trainkit::config_error);
+  if (original) ::setenv("TRAINKIT_GPT2_VOCAB", original->c_str(), 1);
 }
 
 // ---- the embedded default corpus ---------------------------------------------------------------
