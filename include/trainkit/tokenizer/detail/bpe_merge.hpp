@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "trainkit/core/error.hpp"
 #include "trainkit/tokenizer/detail/token_table.hpp"
 
 namespace trainkit::tokenizer::detail {
@@ -132,6 +134,9 @@ inline void bpe_encode_piece(std::string_view piece, const token_table& table,
     out.push_back(id);
     return;
   }
+  if (piece.size() >= 0xFFFFFFFFu)  // the merge loops index bytes with 32-bit offsets
+    throw format_error("a single pre-tokenized piece of " + std::to_string(piece.size()) +
+                       " bytes is too long to encode (limit 4 GiB)");
   if (piece.size() <= bpe_linear_max_bytes)
     bpe_impl::merge_linear(piece, table, scratch, out);
   else
