@@ -29,14 +29,16 @@ gpt2_config tiny_config() {  // small enough for finite differences on every ten
   return c;
 }
 
-gpt2_config small_config() {  // big enough that Eigen's GEMMs and the OpenMP loops split work
+// Big enough that Eigen's GEMMs and every OpenMP loop split work at B·T = 256
+// (detail::parallel_threshold).
+gpt2_config small_config() {
   gpt2_config c;
   c.max_seq_len = 64;
   c.vocab_size = 1000;
   c.padded_vocab_size = 1024;
   c.num_layers = 2;
   c.num_heads = 4;
-  c.channels = 64;
+  c.channels = 128;
   return c;
 }
 

@@ -19,14 +19,24 @@
 #include <vector>
 
 #if defined(_OPENMP)
-#define TRAINKIT_OMP_PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+#include <omp.h>
+#endif
+
+// Loops over fewer elements than `parallel_threshold` stay on one thread: starting a team costs
+// microseconds, and far more when another process holds a core.
+#if defined(_OPENMP)
+#define TRAINKIT_PRAGMA(x) _Pragma(#x)
+#define TRAINKIT_OMP_PARALLEL_FOR_IF(cond) \
+  TRAINKIT_PRAGMA(omp parallel for schedule(static) if (cond))
 #else
-#define TRAINKIT_OMP_PARALLEL_FOR
+#define TRAINKIT_OMP_PARALLEL_FOR_IF(cond)
 #endif
 
 namespace trainkit::model::detail {
 
 using index = std::ptrdiff_t;
+
+inline constexpr index parallel_threshold = 1 << 15;  // elements touched by a loop
 
 template <class S>
 using row_matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -52,7 +62,8 @@ using const_array_map = Eigen::Map<const row_array<S>>;
 template <class S>
 void encoder_forward(S* out, const std::int32_t* tokens, const S* wte, const S* wpe, int B, int T,
                      int C) {
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = index(B) * T * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index r = 0; r < index(B) * T; ++r) {
     const index t = r % T;
     array_map<S>(out + r * C, C) =
@@ -80,7 +91,8 @@ template <class S>
 void layernorm_forward(S* out, S* mean, S* rstd, const S* inp, const S* w, const S* b, index N,
                        int C) {
   const_array_map<S> weight(w, C), bias(b, C);
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = N * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index r = 0; r < N; ++r) {
     const_array_map<S> x(inp + r * C, C);
     const S m = x.mean();
@@ -98,7 +110,8 @@ template <class S>
 void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w,
                         const S* mean, const S* rstd, index N, int C) {
   const_array_map<S> weight(w, C);
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = N * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index r = 0; r < N; ++r) {
     const_array_map<S> x(inp + r * C, C), dy(dout + r * C, C);
     const auto norm = (x - mean[r]) * rstd[r];
@@ -109,7 +122,7 @@ void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, cons
   }
   constexpr index block = 64;
   const index blocks = (C + block - 1) / block;
-  TRAINKIT_OMP_PARALLEL_FOR
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index k = 0; k < blocks; ++k) {
     const index c0 = k * block, n = std::min<index>(block, C - c0);
     array_map<S> gw(dw + c0, n), gb(db + c0, n);
@@ -123,18 +136,63 @@ void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, cons
 
 // ---- linear layers ------------------------------------------------------------------------------
 
+/// out (=, or += when `add`) lhs · rhs, for Eigen expressions over row-major maps.
+///
+/// Each OpenMP thread computes one contiguous slab of `out` (columns when it is at least as wide
+/// as tall, else rows) with a single-threaded Eigen GEMM, so threads meet once, at the end.
+/// Eigen's own parallel GEMM shares packed panels between threads and spin-waits on them many
+/// times per product, which is ruinous when another process holds one of the cores (measured on
+/// the 2-core build machine: 1–6 GFLOP/s instead of ~25 per thread). Slabs are fixed by the
+/// shapes and the thread count, so results do not depend on scheduling.
+template <class Out, class Lhs, class Rhs>
+void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add) {
+  auto run = [&](auto&& o, const auto& l, const auto& r) {
+    if (add)
+      o.noalias() += l * r;
+    else
+      o.noalias() = l * r;
+  };
+  const index rows = out.rows(), cols = out.cols();
+  int threads = 1;
+#if defined(_OPENMP)
+  // Below ~4 MFLOP a slab is too small to pay for the team.
+  if (double(rows) * double(cols) * double(lhs.cols()) >= 2e6 && !omp_in_parallel())
+    threads = omp_get_max_threads();
+#endif
+  if (threads <= 1) {  // small: Eigen's own heuristics decide
+    run(out, lhs, rhs);
+    return;
+  }
+  const bool split_cols = cols >= rows;
+  const index extent = split_cols ? cols : rows;
+  constexpr index granule = 16;  // slab edges on whole AVX-512 packets
+  const index per = ((extent + threads - 1) / threads + granule - 1) / granule * granule;
+#pragma omp parallel num_threads(threads)
+  {
+    const index begin = index(omp_get_thread_num()) * per;
+    const index n = std::min(per, extent - begin);
+    if (n > 0) {
+      if (split_cols)
+        run(out.middleCols(begin, n), lhs, rhs.middleCols(begin, n));
+      else
+        run(out.middleRows(begin, n), lhs.middleRows(begin, n), rhs);
+    }
+  }
+}
+
 /// out (N, OC) = inp (N, IC) · wᵀ, w (OC, IC) as in PyTorch's nn.Linear and llm.c.
 template <class S>
 void matmul_forward(S* out, const S* inp, const S* w, index N, int IC, int OC) {
-  matrix_map<S>(out, N, OC).noalias() =
-      const_matrix_map<S>(inp, N, IC) * const_matrix_map<S>(w, OC, IC).transpose();
+  gemm(matrix_map<S>(out, N, OC), const_matrix_map<S>(inp, N, IC),
+       const_matrix_map<S>(w, OC, IC).transpose(), false);
 }
 
 /// out[r] += bias (+ residual[r]): the bias of a linear layer, fused with the residual add.
 template <class S>
 void add_bias_residual(S* out, const S* bias, const S* residual, index N, int C) {
   const_array_map<S> b(bias, C);
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = N * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index r = 0; r < N; ++r) {
     array_map<S> y(out + r * C, C);
     if (residual)
@@ -149,13 +207,14 @@ template <class S>
 void matmul_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w, index N,
                      int IC, int OC) {
   const_matrix_map<S> dy(dout, N, OC);
-  matrix_map<S>(dinp, N, IC).noalias() = dy * const_matrix_map<S>(w, OC, IC);
-  matrix_map<S>(dw, OC, IC).noalias() += dy.transpose() * const_matrix_map<S>(inp, N, IC);
+  gemm(matrix_map<S>(dinp, N, IC), dy, const_matrix_map<S>(w, OC, IC), false);
+  gemm(matrix_map<S>(dw, OC, IC), dy.transpose(), const_matrix_map<S>(inp, N, IC), true);
   if (db) {
     // Channel blocks in parallel, rows in order within each: deterministic and vectorised.
     constexpr index block = 256;
     const index blocks = (OC + block - 1) / block;
-    TRAINKIT_OMP_PARALLEL_FOR
+    const bool big = N * OC >= parallel_threshold;
+    TRAINKIT_OMP_PARALLEL_FOR_IF(big)
     for (index k = 0; k < blocks; ++k) {
       const index c0 = k * block, n = std::min<index>(block, OC - c0);
       array_map<S> gb(db + c0, n);
@@ -176,7 +235,8 @@ inline constexpr index elementwise_chunk = 4096;  // a chunk fits L1; enough chu
 template <class S>
 void gelu_forward(S* out, const S* inp, index n) {
   const index chunks = (n + elementwise_chunk<S> - 1) / elementwise_chunk<S>;
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = n >= parallel_threshold / 4;  // tanh makes each element dear
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index k = 0; k < chunks; ++k) {
     const index i0 = k * elementwise_chunk<S>, m = std::min(elementwise_chunk<S>, n - i0);
     const_array_map<S> x(inp + i0, m);
@@ -189,7 +249,8 @@ void gelu_forward(S* out, const S* inp, index n) {
 template <class S>
 void gelu_backward(S* dinp, const S* inp, const S* dout, index n) {
   const index chunks = (n + elementwise_chunk<S> - 1) / elementwise_chunk<S>;
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = n >= parallel_threshold / 4;  // tanh makes each element dear
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index k = 0; k < chunks; ++k) {
     const index i0 = k * elementwise_chunk<S>, m = std::min(elementwise_chunk<S>, n - i0);
     const_array_map<S> x(inp + i0, m);
@@ -209,7 +270,8 @@ template <class S>
 void attention_forward(S* out, S* att, const S* qkv, int B, int T, int C, int H) {
   const int hs = C / H;
   const S scale = S(1) / std::sqrt(S(hs));
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = index(B) * T * T * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index bh = 0; bh < index(B) * H; ++bh) {
     const index b = bh / H, h = bh % H;
     const S* base = qkv + b * T * 3 * C + h * hs;
@@ -237,7 +299,8 @@ void attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, const 
                         int T, int C, int H) {
   const int hs = C / H;
   const S scale = S(1) / std::sqrt(S(hs));
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = index(B) * T * T * C >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index bh = 0; bh < index(B) * H; ++bh) {
     const index b = bh / H, h = bh % H;
     const index off = b * T * 3 * C + h * hs;
@@ -272,7 +335,8 @@ void attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, const 
 template <class S>
 void softmax_crossentropy(S* logits, double* losses, const std::int32_t* targets, index rows, int V,
                           int Vp, bool backward, S dloss) {
-  TRAINKIT_OMP_PARALLEL_FOR
+  const bool big = rows * V >= parallel_threshold;
+  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index r = 0; r < rows; ++r) {
     array_map<S> row(logits + r * Vp, V);
     const index target = targets[r];

@@ -1,0 +1,51 @@
+// trainkit/model/cuda/elementwise.cuh — the element-wise kernels between GEMMs: GELU (for
+// activation recomputation, when the forward's fused GELU output was not kept) and the add of a
+// freshly computed gradient into an accumulated one (cuBLASLt's bias-gradient epilogue overwrites
+// its output, while the model accumulates over micro-batches).
+// CPU reference: gelu_forward in detail/gpt2_cpu_kernels.hpp.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/model/cuda/common.cuh"
+
+namespace trainkit::model::kernels {
+
+__global__ void gelu_forward_kernel(bf16_t* out, const bf16_t* inp, std::int64_t n) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
+  if (i >= n) return;
+  const bf16x8 x = load8(inp + i);
+  bf16x8 o;
+#pragma unroll
+  for (int k = 0; k < pack; ++k) o.v[k] = __float2bfloat16(gelu(__bfloat162float(x.v[k])));
+  store8(out + i, o);
+}
+
+/// out (n) = gelu(inp), n a multiple of 8.
+inline void gelu_forward(bf16_t* out, const bf16_t* inp, std::int64_t n, cudaStream_t s) {
+  require(n % pack == 0 && aligned_to(out, 16) && aligned_to(inp, 16), "gelu_forward",
+          "n must be a multiple of 8 and buffers 16-byte aligned");
+  constexpr int threads = 256;
+  gelu_forward_kernel<<<ceil_div(std::size_t(n) / pack, threads), threads, 0, s>>>(out, inp, n);
+  TRAINKIT_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
+}
+
+__global__ void accumulate_kernel(bf16_t* dst, const bf16_t* src, std::int64_t n) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
+}
+
+/// dst (n) += src (n).
+inline void accumulate(bf16_t* dst, const bf16_t* src, std::int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  constexpr int threads = 256;
+  accumulate_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dst, src, n);
+  TRAINKIT_CUDA_CHECK_LAUNCH("accumulate_kernel");
+}
+
+}  // namespace trainkit::model::kernels

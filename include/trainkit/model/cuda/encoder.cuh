@@ -1,0 +1,188 @@
+// trainkit/model/cuda/encoder.cuh — token + position embedding, forward and backward.
+//
+// Forward: encoded[b, t] = wte[token[b, t]] + wpe[t], 8 channels per thread (16-byte accesses);
+// a token outside [0, V) raises a device-side flag (read back with the losses, so validating costs
+// no extra copy) and reads row 0 instead of faulting. CPU reference: encoder_forward in
+// detail/gpt2_cpu_kernels.hpp.
+// Backward into wte has two versions: `encoder_backward_atomic` adds each row of dout into its
+// token's row with bf16x2 atomics (fast, but the order of the adds, and so the rounding, varies
+// run to run), and `encoder_backward_buckets` sums each token's rows in fp32 in row order, from
+// buckets the host builds from the token ids (llm.c's approach), then adds once: deterministic and
+// more accurate. The wpe gradient needs no atomics: one thread per (t, 8 channels) sums over b.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/model/cuda/common.cuh"
+
+namespace trainkit::model::kernels {
+
+__global__ void encoder_forward_kernel(bf16_t* out, const std::int32_t* tokens, const bf16_t* wte,
+                                       const bf16_t* wpe, int* bad_token, int N, int T, int C,
+                                       int V) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
+  if (i >= std::int64_t(N) * C) return;
+  const std::int64_t row = i / C, c = i % C;
+  const int t = int(row % T);
+  int token = tokens[row];
+  if (token < 0 || token >= V) {
+    *bad_token = 1;  // every writer stores the same value: no ordering question
+    token = 0;
+  }
+  const bf16x8 e = load8(wte + std::int64_t(token) * C + c);
+  const bf16x8 p = load8(wpe + std::int64_t(t) * C + c);
+  bf16x8 o;
+#pragma unroll
+  for (int k = 0; k < pack; ++k)
+    o.v[k] = __float2bfloat16(__bfloat162float(e.v[k]) + __bfloat162float(p.v[k]));
+  store8(out + i, o);
+}
+
+/// out (B·T, C) from tokens (B·T); sets *bad_token to 1 (never to 0) on an out-of-range token.
+inline void encoder_forward(bf16_t* out, const std::int32_t* tokens, const bf16_t* wte,
+                            const bf16_t* wpe, int* bad_token, int B, int T, int C, int V,
+                            cudaStream_t s) {
+  require(C % pack == 0, "encoder_forward", "C must be a multiple of 8");
+  require(aligned_to(out, 16) && aligned_to(wte, 16) && aligned_to(wpe, 16), "encoder_forward",
+          "buffers must be 16-byte aligned");
+  const std::size_t vectors = std::size_t(B) * T * C / pack;
+  constexpr int threads = 256;
+  encoder_forward_kernel<<<ceil_div(vectors, threads), threads, 0, s>>>(out, tokens, wte, wpe,
+                                                                       bad_token, B * T, T, C, V);
+  TRAINKIT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
+}
+
+// dwpe[t, c..c+8] += Σ_b dout[b, t, c..c+8], b in order.
+__global__ void encoder_backward_wpe_kernel(bf16_t* dwpe, const bf16_t* dout, int B, int T,
+                                            int C) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
+  if (i >= std::int64_t(T) * C) return;
+  float acc[pack] = {};
+  for (int b = 0; b < B; ++b) {
+    const bf16x8 d = load8(dout + std::int64_t(b) * T * C + i);
+#pragma unroll
+    for (int k = 0; k < pack; ++k) acc[k] += __bfloat162float(d.v[k]);
+  }
+  bf16x8 g = load8(dwpe + i);
+#pragma unroll
+  for (int k = 0; k < pack; ++k) g.v[k] = __float2bfloat16(__bfloat162float(g.v[k]) + acc[k]);
+  store8(dwpe + i, g);
+}
+
+inline void encoder_backward_wpe(bf16_t* dwpe, const bf16_t* dout, int B, int T, int C,
+                                 cudaStream_t s) {
+  require(C % pack == 0, "encoder_backward_wpe", "C must be a multiple of 8");
+  constexpr int threads = 256;
+  encoder_backward_wpe_kernel<<<ceil_div(std::size_t(T) * C / pack, threads), threads, 0, s>>>(
+      dwpe, dout, B, T, C);
+  TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_wpe_kernel");
+}
+
+// dwte[token[r]] += dout[r], two channels per thread with bf16x2 atomics.
+__global__ void encoder_backward_atomic_kernel(bf16_t* dwte, const bf16_t* dout,
+                                               const std::int32_t* tokens, int N, int C, int V) {
+  const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 2;
+  if (i >= std::int64_t(N) * C) return;
+  const std::int64_t row = i / C, c = i % C;
+  const int token = tokens[row];
+  if (token < 0 || token >= V) return;  // flagged by the forward
+  const __nv_bfloat162 d = *reinterpret_cast<const __nv_bfloat162*>(dout + i);
+  atomicAdd(reinterpret_cast<__nv_bfloat162*>(dwte + std::int64_t(token) * C + c), d);
+}
+
+inline void encoder_backward_atomic(bf16_t* dwte, const bf16_t* dout, const std::int32_t* tokens,
+                                    int N, int C, int V, cudaStream_t s) {
+  require(C % 2 == 0, "encoder_backward_atomic", "C must be even");
+  constexpr int threads = 256;
+  encoder_backward_atomic_kernel<<<ceil_div(std::size_t(N) * C / 2, threads), threads, 0, s>>>(
+      dwte, dout, tokens, N, C, V);
+  TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_atomic_kernel");
+}
+
+/// The rows of a batch grouped by token, built on the host: bucket u covers rows
+/// rows[offsets[u] .. offsets[u+1]) (ascending), all holding token tokens[u].
+struct token_buckets {
+  std::vector<std::int32_t> tokens;   // (U)
+  std::vector<std::int32_t> offsets;  // (U + 1)
+  std::vector<std::int32_t> rows;     // (N)
+
+  /// Packs the three arrays into one for a single upload: [U, tokens…, offsets…, rows…].
+  std::vector<std::int32_t> packed() const {
+    std::vector<std::int32_t> out;
+    out.reserve(1 + tokens.size() + offsets.size() + rows.size());
+    out.push_back(std::int32_t(tokens.size()));
+    out.insert(out.end(), tokens.begin(), tokens.end());
+    out.insert(out.end(), offsets.begin(), offsets.end());
+    out.insert(out.end(), rows.begin(), rows.end());
+    return out;
+  }
+};
+
+/// Groups rows by token; out-of-range tokens are left out (the forward flags them).
+inline token_buckets make_token_buckets(std::span<const std::int32_t> tokens, int V) {
+  token_buckets b;
+  b.rows.resize(tokens.size());
+  std::iota(b.rows.begin(), b.rows.end(), 0);
+  // Stable: rows of one token stay ascending, the order the kernel sums them in.
+  std::stable_sort(b.rows.begin(), b.rows.end(),
+                   [&](std::int32_t x, std::int32_t y) { return tokens[x] < tokens[y]; });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < b.rows.size(); ++i) {
+    const std::int32_t tok = tokens[b.rows[i]];
+    if (tok < 0 || tok >= V) continue;
+    if (b.tokens.empty() || b.tokens.back() != tok) {
+      b.tokens.push_back(tok);
+      b.offsets.push_back(std::int32_t(kept));
+    }
+    b.rows[kept++] = b.rows[i];
+  }
+  b.rows.resize(kept);
+  b.offsets.push_back(std::int32_t(kept));
+  return b;
+}
+
+// Block (u, channel group): sums bucket u's rows of dout for 8 channels per thread, in row order.
+__global__ void encoder_backward_buckets_kernel(bf16_t* dwte, const bf16_t* dout,
+                                                const std::int32_t* packed, int C) {
+  const int U = packed[0];
+  const int u = blockIdx.x;
+  if (u >= U) return;
+  const std::int32_t* tokens = packed + 1;
+  const std::int32_t* offsets = tokens + U;
+  const std::int32_t* rows = offsets + U + 1;
+  const std::int64_t c = (std::int64_t(blockIdx.y) * blockDim.x + threadIdx.x) * pack;
+  if (c >= C) return;
+  float acc[pack] = {};
+  for (int j = offsets[u]; j < offsets[u + 1]; ++j) {
+    const bf16x8 d = load8(dout + std::int64_t(rows[j]) * C + c);
+#pragma unroll
+    for (int k = 0; k < pack; ++k) acc[k] += __bfloat162float(d.v[k]);
+  }
+  bf16_t* g = dwte + std::int64_t(tokens[u]) * C + c;
+  bf16x8 x = load8(g);
+#pragma unroll
+  for (int k = 0; k < pack; ++k) x.v[k] = __float2bfloat16(__bfloat162float(x.v[k]) + acc[k]);
+  store8(g, x);
+}
+
+/// dwte += per-token sums of dout (N, C); `packed` is token_buckets::packed() on the device and
+/// `buckets` its number of buckets (U).
+inline void encoder_backward_buckets(bf16_t* dwte, const bf16_t* dout, const std::int32_t* packed,
+                                     int buckets, int C, cudaStream_t s) {
+  require(C % pack == 0, "encoder_backward_buckets", "C must be a multiple of 8");
+  if (buckets == 0) return;
+  constexpr int threads = 128;  // 1024 channels per block: one y-block for C ≤ 1024, two for 1600
+  const dim3 grid(unsigned(buckets), ceil_div(std::size_t(C) / pack, threads));
+  encoder_backward_buckets_kernel<<<grid, threads, 0, s>>>(dwte, dout, packed, C);
+  TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_buckets_kernel");
+}
+
+}  // namespace trainkit::model::kernels

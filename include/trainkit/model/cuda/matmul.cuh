@@ -1,0 +1,349 @@
+// trainkit/model/cuda/matmul.cuh — bf16 GEMMs through cuBLASLt, with fused epilogues.
+//
+// Every matrix product of the CUDA GPT-2 comes here, written in row-major terms (the model's
+// buffers are row-major, as llm.c's): D (M, N) = α·op(A) (M, K) · op(B) (K, N) + β·D. cuBLASLt is
+// column-major, so the call computes Dᵀ = op(B)ᵀ·op(A)ᵀ: a row-major (r, c) array is a
+// column-major (c, r) array with the same leading dimension, and A and B swap places.
+// In those column-major terms the epilogues mean, for the row-major caller:
+//  - bias:          D[i, j] += bias[j]                      (bias of length N);
+//  - gelu_aux_bias: aux = D + bias (pre-activation, kept for backward), D = gelu(aux);
+//  - dgelu:         D = D ⊙ gelu'(aux)                      (aux: the forward's pre-activation);
+//  - bgradb:        bias_grad[i] = Σ_k op(A)[i, k]          (length M; cuBLASLt's "B" is our A).
+//    With A = dout stored (K, M) and trans_a, that is the bias gradient of a linear layer,
+//    computed by the weight-gradient GEMM for free. It overwrites bias_grad (no accumulation).
+// Inputs are bf16, accumulation fp32 (CUBLAS_COMPUTE_32F), D is bf16 or fp32. Algorithms come
+// from cuBLASLt's heuristic, cached per shape, with the alignment the pointers really have (the
+// heuristic assumes 256-byte alignment unless told, and an algorithm chosen under that assumption
+// faults on a T×T attention slice at an odd T). When the heuristic offers no algorithm for a fused
+// epilogue, the plain GEMM runs and small kernels apply the epilogue: slower, same result.
+// Workspace: 32 MiB, what the cuBLAS documentation recommends for Hopper.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/model/cuda/common.cuh"
+
+namespace trainkit::model::kernels {
+
+enum class epilogue : int { none, bias, gelu_aux_bias, dgelu, bgradb };
+
+/// Host-side description of one (possibly batched) GEMM, row-major.
+struct matmul_arguments {
+  const bf16_t* a = nullptr;  // stored (M, K), or (K, M) when trans_a
+  const bf16_t* b = nullptr;  // stored (K, N), or (N, K) when trans_b
+  void* d = nullptr;          // (M, N), bf16 or fp32 (d_is_f32)
+  bool trans_a = false, trans_b = false, d_is_f32 = false;
+  int m = 0, n = 0, k = 0;
+  std::int64_t lda = 0, ldb = 0, ldd = 0;  // row-major leading dimensions (elements)
+  int batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;  // elements between batch entries
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 1: accumulate into d (gradients)
+  epilogue ep = epilogue::none;
+  const bf16_t* bias = nullptr;  // bias, gelu_aux_bias: (N)
+  bf16_t* bias_grad = nullptr;   // bgradb: (M)
+  bf16_t* aux = nullptr;         // gelu_aux_bias (written), dgelu (read): (M, N) with ld_aux
+  std::int64_t ld_aux = 0;
+};
+
+// ---- epilogue fallbacks (used only when cuBLASLt offers no fused algorithm) --------------------
+
+__global__ void add_bias_kernel(bf16_t* d, const bf16_t* bias, int m, int n, std::int64_t ldd) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // over m·n
+  if (i >= std::int64_t(m) * n) return;
+  const std::int64_t r = i / n, c = i % n;
+  bf16_t* p = d + r * ldd + c;
+  *p = __float2bfloat16(__bfloat162float(*p) + __bfloat162float(bias[c]));
+}
+
+__global__ void gelu_from_aux_kernel(bf16_t* d, std::int64_t ldd, const bf16_t* aux,
+                                     std::int64_t ld_aux, int m, int n, bool backward) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= std::int64_t(m) * n) return;
+  const std::int64_t r = i / n, c = i % n;
+  const float x = __bfloat162float(aux[r * ld_aux + c]);
+  bf16_t* p = d + r * ldd + c;
+  *p = __float2bfloat16(backward ? __bfloat162float(*p) * gelu_grad(x) : gelu(x));
+}
+
+// bias_grad[i] = Σ_k a[k, i] for a stored (K, M): one thread per column, rows in order.
+__global__ void column_sum_kernel(bf16_t* out, const bf16_t* a, int rows, int cols,
+                                  std::int64_t lda) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int r = 0; r < rows; ++r) s += __bfloat162float(a[std::int64_t(r) * lda + c]);
+  out[c] = __float2bfloat16(s);
+}
+
+/// Owns the cuBLASLt handle, the workspace and the algorithm cache. One per model (not thread
+/// safe: a model runs on one host thread and one stream).
+class matmul_context {
+ public:
+  static constexpr std::size_t workspace_bytes = std::size_t(32) << 20;  // cuBLAS docs, Hopper
+
+  matmul_context() : workspace_(workspace_bytes) {
+    TRAINKIT_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  }
+  matmul_context(const matmul_context&) = delete;
+  matmul_context& operator=(const matmul_context&) = delete;
+  ~matmul_context() {
+    if (handle_) (void)cublasLtDestroy(handle_);
+  }
+
+  /// Number of GEMMs that ran an epilogue through the fallback kernels (tests and reports).
+  int fallbacks() const noexcept { return fallbacks_; }
+
+  /// Checks the arguments; throws config_error naming what cannot work.
+  static void can_implement(const matmul_arguments& x) {
+    constexpr const char* who = "matmul";
+    require(x.a && x.b && x.d, who, "null operand");
+    require(x.m > 0 && x.n > 0 && x.k > 0 && x.batch > 0, who,
+            "empty shape m=" + std::to_string(x.m) + " n=" + std::to_string(x.n) +
+                " k=" + std::to_string(x.k));
+    require(x.lda >= (x.trans_a ? x.m : x.k), who, "lda " + std::to_string(x.lda) + " too small");
+    require(x.ldb >= (x.trans_b ? x.k : x.n), who, "ldb " + std::to_string(x.ldb) + " too small");
+    require(x.ldd >= x.n, who, "ldd " + std::to_string(x.ldd) + " too small");
+    require(x.ep == epilogue::none || x.batch == 1, who, "epilogues are for unbatched GEMMs");
+    require(!(x.d_is_f32 && x.ep != epilogue::none), who, "epilogues write bf16 outputs");
+    if (x.ep == epilogue::bias || x.ep == epilogue::gelu_aux_bias)
+      require(x.bias != nullptr, who, "bias epilogue without a bias");
+    if (x.ep == epilogue::gelu_aux_bias || x.ep == epilogue::dgelu) {
+      require(x.aux != nullptr, who, "GELU epilogue without its aux matrix");
+      // cublasLt.h: the GELU aux leading dimension must be a multiple of 8.
+      require(x.ld_aux >= x.n && x.ld_aux % 8 == 0, who,
+              "GELU aux leading dimension " + std::to_string(x.ld_aux) +
+                  " must be ≥ n and a multiple of 8");
+    }
+    if (x.ep == epilogue::bgradb) {
+      require(x.bias_grad != nullptr, who, "bgradb epilogue without a bias-gradient output");
+      require(x.trans_a, who, "bgradb is used (and has a fallback) only with a transposed A");
+    }
+  }
+
+  /// Enqueues the GEMM on `stream`. Throws config_error (bad arguments) or cuda_error.
+  void run(const matmul_arguments& x, cudaStream_t stream) {
+    can_implement(x);
+    const bool fused = x.ep != epilogue::none;
+    if (fused && try_run(x, x.ep, stream)) return;
+    if (!fused) {
+      if (!try_run(x, epilogue::none, stream))
+        throw config_error("matmul: cuBLASLt has no algorithm for m=" + std::to_string(x.m) +
+                           " n=" + std::to_string(x.n) + " k=" + std::to_string(x.k) +
+                           " batch=" + std::to_string(x.batch));
+      return;
+    }
+    run_with_fallback_epilogue(x, stream);
+  }
+
+ private:
+  using cache_key = std::array<std::int64_t, 22>;
+
+  static std::int64_t alignment_of(const void* p, std::int64_t stride_bytes = 0) {
+    std::uintptr_t v = reinterpret_cast<std::uintptr_t>(p) | std::uintptr_t(stride_bytes) | 256u;
+    return std::int64_t(v & (~v + 1));  // lowest set bit, at most 256
+  }
+
+  // Runs the GEMM with epilogue `ep` if cuBLASLt has an algorithm for it; false if it has none.
+  bool try_run(const matmul_arguments& x, epilogue ep, cudaStream_t stream) {
+    const std::int64_t es_d = x.d_is_f32 ? 4 : 2;
+    const std::int64_t al_a = alignment_of(x.b, x.batch > 1 ? x.stride_b * 2 : 0);  // cuBLAS A
+    const std::int64_t al_b = alignment_of(x.a, x.batch > 1 ? x.stride_a * 2 : 0);  // cuBLAS B
+    const std::int64_t al_d = alignment_of(x.d, x.batch > 1 ? x.stride_d * es_d : 0);
+    const std::int64_t al_e =
+        alignment_of(ep == epilogue::bgradb ? static_cast<const void*>(x.bias_grad)
+                                            : static_cast<const void*>(x.bias)) &
+        alignment_of(x.aux);
+    const cache_key key{x.m,      x.n,        x.k,        x.lda,     x.ldb,      x.ldd,
+                        x.trans_a, x.trans_b, x.d_is_f32, x.batch,  x.stride_a, x.stride_b,
+                        x.stride_d, int(ep),  x.ld_aux,   al_a,     al_b,       al_d,
+                        al_e,      x.beta != 0.0f, 0, 0};
+
+    // Column-major problem: D' (n × m) = op(A') (n × k) · op(B') (k × m), A' = b, B' = a.
+    const cublasOperation_t op_a = x.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = x.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const std::uint64_t a_rows = x.trans_b ? x.k : x.n, a_cols = x.trans_b ? x.n : x.k;
+    const std::uint64_t b_rows = x.trans_a ? x.m : x.k, b_cols = x.trans_a ? x.k : x.m;
+    const cudaDataType d_type = x.d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
+
+    layout la(CUDA_R_16BF, a_rows, a_cols, x.ldb, x.batch, x.stride_b);
+    layout lb(CUDA_R_16BF, b_rows, b_cols, x.lda, x.batch, x.stride_a);
+    layout ld(d_type, std::uint64_t(x.n), std::uint64_t(x.m), x.ldd, x.batch, x.stride_d);
+    operation desc(op_a, op_b);
+    if (ep != epilogue::none) {
+      cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
+      switch (ep) {
+        case epilogue::bias: e = CUBLASLT_EPILOGUE_BIAS; break;
+        case epilogue::gelu_aux_bias: e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; break;
+        case epilogue::dgelu: e = CUBLASLT_EPILOGUE_DGELU; break;
+        case epilogue::bgradb: e = CUBLASLT_EPILOGUE_BGRADB; break;
+        case epilogue::none: break;
+      }
+      desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, std::uint32_t(e));
+      if (ep == epilogue::bias || ep == epilogue::gelu_aux_bias)
+        desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(x.bias));
+      if (ep == epilogue::bgradb)
+        desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(x.bias_grad));
+      if (ep != epilogue::bgradb) {
+        const std::int32_t bias_type = CUDA_R_16BF;
+        desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+      }
+      if (ep == epilogue::gelu_aux_bias || ep == epilogue::dgelu) {
+        desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(x.aux));
+        desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, x.ld_aux);
+        const std::int32_t aux_type = CUDA_R_16BF;
+        desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, aux_type);
+      }
+    }
+
+    auto found = cache_.find(key);
+    if (found == cache_.end()) {
+      cublasLtMatmulPreference_t pref = nullptr;
+      TRAINKIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
+        TRAINKIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+      };
+      try {
+        set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t(workspace_bytes));
+        set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, std::uint32_t(al_a));
+        set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, std::uint32_t(al_b));
+        set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, std::uint32_t(al_d));
+        set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, std::uint32_t(al_d));
+      } catch (...) {
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+        throw;
+      }
+      cublasLtMatmulHeuristicResult_t result{};
+      int returned = 0;
+      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle_, desc.get(), la.get(),
+                                                              lb.get(), ld.get(), ld.get(), pref,
+                                                              1, &result, &returned);
+      (void)cublasLtMatmulPreferenceDestroy(pref);
+      if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
+        cache_.emplace(key, std::nullopt);
+        return false;
+      }
+      TRAINKIT_CUBLAS_CHECK(s);
+      found = cache_.emplace(key, result.algo).first;
+    }
+    if (!found->second) return false;
+    const float alpha = x.alpha, beta = x.beta;
+    TRAINKIT_CUBLAS_CHECK(cublasLtMatmul(handle_, desc.get(), &alpha, x.b, la.get(), x.a, lb.get(),
+                                         &beta, x.d, ld.get(), x.d, ld.get(), &*found->second,
+                                         workspace_.data(), workspace_bytes, stream));
+    return true;
+  }
+
+  void run_with_fallback_epilogue(const matmul_arguments& x, cudaStream_t stream) {
+    ++fallbacks_;
+    matmul_arguments plain = x;
+    plain.ep = epilogue::none;
+    constexpr int threads = 256;
+    const std::size_t mn = std::size_t(x.m) * x.n;
+    bf16_t* d = static_cast<bf16_t*>(x.d);
+    switch (x.ep) {
+      case epilogue::bias:
+        run(plain, stream);
+        add_bias_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.bias, x.m, x.n, x.ldd);
+        TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
+        break;
+      case epilogue::gelu_aux_bias:
+        plain.d = x.aux;  // pre-activation first, then gelu(aux) into d
+        plain.ldd = x.ld_aux;
+        run(plain, stream);
+        add_bias_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(x.aux, x.bias, x.m, x.n,
+                                                                        x.ld_aux);
+        TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
+        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.ldd, x.aux,
+                                                                             x.ld_aux, x.m, x.n,
+                                                                             false);
+        TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
+        break;
+      case epilogue::dgelu:
+        run(plain, stream);
+        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.ldd, x.aux,
+                                                                             x.ld_aux, x.m, x.n,
+                                                                             true);
+        TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
+        break;
+      case epilogue::bgradb:
+        run(plain, stream);
+        column_sum_kernel<<<ceil_div(std::size_t(x.m), threads), threads, 0, stream>>>(
+            x.bias_grad, x.a, x.k, x.m, x.lda);
+        TRAINKIT_CUDA_CHECK_LAUNCH("column_sum_kernel");
+        break;
+      case epilogue::none: break;
+    }
+  }
+
+  // RAII wrappers for the cuBLASLt descriptors of one call.
+  class layout {
+   public:
+    layout(cudaDataType t, std::uint64_t rows, std::uint64_t cols, std::int64_t ld, int batch,
+           std::int64_t stride) {
+      TRAINKIT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h_, t, rows, cols, ld));
+      if (batch > 1) {
+        const std::int32_t count = batch;
+        set(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
+        set(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
+      }
+    }
+    layout(const layout&) = delete;
+    layout& operator=(const layout&) = delete;
+    ~layout() { (void)cublasLtMatrixLayoutDestroy(h_); }
+    cublasLtMatrixLayout_t get() const noexcept { return h_; }
+
+   private:
+    template <class V>
+    void set(cublasLtMatrixLayoutAttribute_t a, const V& v) {
+      const cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(h_, a, &v, sizeof(v));
+      if (s != CUBLAS_STATUS_SUCCESS) {
+        (void)cublasLtMatrixLayoutDestroy(h_);
+        TRAINKIT_CUBLAS_CHECK(s);
+      }
+    }
+    cublasLtMatrixLayout_t h_ = nullptr;
+  };
+
+  class operation {
+   public:
+    operation(cublasOperation_t op_a, cublasOperation_t op_b) {
+      TRAINKIT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&h_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      try {
+        set(CUBLASLT_MATMUL_DESC_TRANSA, std::int32_t(op_a));
+        set(CUBLASLT_MATMUL_DESC_TRANSB, std::int32_t(op_b));
+      } catch (...) {
+        (void)cublasLtMatmulDescDestroy(h_);
+        throw;
+      }
+    }
+    operation(const operation&) = delete;
+    operation& operator=(const operation&) = delete;
+    ~operation() { (void)cublasLtMatmulDescDestroy(h_); }
+    cublasLtMatmulDesc_t get() const noexcept { return h_; }
+    template <class V>
+    void set(cublasLtMatmulDescAttributes_t a, const V& v) {
+      TRAINKIT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(h_, a, &v, sizeof(v)));
+    }
+
+   private:
+    cublasLtMatmulDesc_t h_ = nullptr;
+  };
+
+  cublasLtHandle_t handle_ = nullptr;
+  trainkit::cuda::device_buffer<std::byte> workspace_;
+  std::map<cache_key, std::optional<cublasLtMatmulAlgo_t>> cache_;
+  int fallbacks_ = 0;
+};
+
+}  // namespace trainkit::model::kernels
