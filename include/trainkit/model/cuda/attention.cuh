@@ -24,7 +24,9 @@
 namespace trainkit::model::kernels {
 
 /// Leading dimension of the (T, T) score and probability matrices.
-constexpr int attention_ld(int T) { return (T + 7) / 8 * 8; }
+constexpr int attention_ld(int T) {
+  return (T + 7) / 8 * 8;
+}
 
 /// Elements of one (B, H, T, attention_ld(T)) buffer.
 constexpr std::size_t attention_matrix_elements(int B, int H, int T) {
@@ -86,8 +88,8 @@ __global__ void heads_transpose_kernel(bf16_t* out, const bf16_t* in, int B, int
 __global__ void causal_softmax_kernel(bf16_t* att, const float* scores, int rows, int T, int ld,
                                       float scale) {
   const int lane = threadIdx.x % warp_size;
-  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / warp_size) +
-                           threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   if (row >= rows) return;
   const int t = int(row % T);
   const float* s = scores + row * ld;
@@ -107,8 +109,8 @@ __global__ void causal_softmax_backward_kernel(bf16_t* dscores, const float* dpr
                                                const bf16_t* att, int rows, int T, int ld,
                                                float scale) {
   const int lane = threadIdx.x % warp_size;
-  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / warp_size) +
-                           threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   if (row >= rows) return;
   const int t = int(row % T);
   const float* dp = dprobs + row * ld;
@@ -123,12 +125,12 @@ __global__ void causal_softmax_backward_kernel(bf16_t* dscores, const float* dpr
 
 /// Scratch and stored buffers of one attention layer (sizes in elements).
 struct attention_buffers {
-  bf16_t* qkvr = nullptr;  // (3, B, H, T, hs) stored for backward
-  bf16_t* att = nullptr;   // (B, H, T, ld) probabilities, stored for backward
-  float* scores = nullptr;     // (B, H, T, ld) fp32 scratch: S forward, dP backward
-  bf16_t* dscores = nullptr;   // (B, H, T, ld) bf16 scratch: dS (backward only)
-  bf16_t* heads = nullptr;     // (B, H, T, hs) scratch: y forward, dy backward
-  bf16_t* dqkvr = nullptr;     // (3, B, H, T, hs) scratch (backward only)
+  bf16_t* qkvr = nullptr;     // (3, B, H, T, hs) stored for backward
+  bf16_t* att = nullptr;      // (B, H, T, ld) probabilities, stored for backward
+  float* scores = nullptr;    // (B, H, T, ld) fp32 scratch: S forward, dP backward
+  bf16_t* dscores = nullptr;  // (B, H, T, ld) bf16 scratch: dS (backward only)
+  bf16_t* heads = nullptr;    // (B, H, T, hs) scratch: y forward, dy backward
+  bf16_t* dqkvr = nullptr;    // (3, B, H, T, hs) scratch (backward only)
 };
 
 inline void check_attention(int B, int T, int C, int H, const char* who) {
@@ -145,7 +147,7 @@ inline void attention_forward(matmul_context& mm, bf16_t* out, const bf16_t* qkv
   const std::int64_t n = std::int64_t(B) * T * C;
   constexpr int threads = 256;
   permute_qkv_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.qkvr, qkv, B, T, H,
-                                                                          hs);
+                                                                           hs);
   TRAINKIT_CUDA_CHECK_LAUNCH("permute_qkv_kernel");
   const bf16_t* q = buf.qkvr;
   const bf16_t* k = buf.qkvr + n;
@@ -181,8 +183,8 @@ inline void attention_forward(matmul_context& mm, bf16_t* out, const bf16_t* qkv
   pv.stride_d = std::int64_t(T) * hs;
   mm.run(pv, s);
 
-  heads_transpose_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(out, buf.heads, B,
-                                                                              T, H, hs, false);
+  heads_transpose_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(out, buf.heads, B, T,
+                                                                               H, hs, false);
   TRAINKIT_CUDA_CHECK_LAUNCH("heads_transpose_kernel");
 }
 
@@ -196,7 +198,7 @@ inline void attention_backward(matmul_context& mm, bf16_t* dqkv, const bf16_t* d
   const std::int64_t head_stride = std::int64_t(T) * hs, mat_stride = std::int64_t(T) * ld;
   constexpr int threads = 256;
   heads_transpose_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.heads, dout, B,
-                                                                              T, H, hs, true);
+                                                                               T, H, hs, true);
   TRAINKIT_CUDA_CHECK_LAUNCH("heads_transpose_kernel");
   const bf16_t* q = buf.qkvr;
   const bf16_t* k = buf.qkvr + n;
@@ -217,23 +219,23 @@ inline void attention_backward(matmul_context& mm, bf16_t* dqkv, const bf16_t* d
     mm.run(x, s);
   };
   // dP (T, T) = dy (T, hs) · vᵀ
-  batched(dy, false, hs, head_stride, v, true, hs, head_stride, buf.scores, true, ld, mat_stride,
-          T, T, hs);
+  batched(dy, false, hs, head_stride, v, true, hs, head_stride, buf.scores, true, ld, mat_stride, T,
+          T, hs);
   // dv (T, hs) = Pᵀ · dy
   batched(buf.att, true, ld, mat_stride, dy, false, hs, head_stride, dv, false, hs, head_stride, T,
           hs, T);
   const float scale = 1.0f / std::sqrt(float(hs));
   const unsigned rows_per_block = threads / warp_size;
-  causal_softmax_backward_kernel<<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0,
-                                   s>>>(buf.dscores, buf.scores, buf.att, BH * T, T, ld, scale);
+  causal_softmax_backward_kernel<<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0, s>>>(
+      buf.dscores, buf.scores, buf.att, BH * T, T, ld, scale);
   TRAINKIT_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
   // dq (T, hs) = dS · k;  dk (T, hs) = dSᵀ · q
-  batched(buf.dscores, false, ld, mat_stride, k, false, hs, head_stride, dq, false, hs,
-          head_stride, T, hs, T);
-  batched(buf.dscores, true, ld, mat_stride, q, false, hs, head_stride, dk, false, hs,
-          head_stride, T, hs, T);
-  unpermute_qkv_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dqkv, buf.dqkvr, B,
-                                                                            T, H, hs);
+  batched(buf.dscores, false, ld, mat_stride, k, false, hs, head_stride, dq, false, hs, head_stride,
+          T, hs, T);
+  batched(buf.dscores, true, ld, mat_stride, q, false, hs, head_stride, dk, false, hs, head_stride,
+          T, hs, T);
+  unpermute_qkv_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dqkv, buf.dqkvr, B, T,
+                                                                             H, hs);
   TRAINKIT_CUDA_CHECK_LAUNCH("unpermute_qkv_kernel");
 }
 

@@ -74,9 +74,8 @@ __global__ void __launch_bounds__(classifier_threads)
 }
 
 /// Per-row losses (N) of logits (N, Vp); with backward, logits become dloss·(p − onehot).
-inline void classifier(bf16_t* logits, float* losses, const std::int32_t* targets,
-                       int* bad_target, int N, int V, int Vp, float dloss, bool backward,
-                       cudaStream_t s) {
+inline void classifier(bf16_t* logits, float* losses, const std::int32_t* targets, int* bad_target,
+                       int N, int V, int Vp, float dloss, bool backward, cudaStream_t s) {
   constexpr const char* who = "classifier";
   require(Vp % pack == 0 && V <= Vp && V > 0, who, "Vp must be a multiple of 8 and ≥ V");
   require(aligned_to(logits, 16), who, "logits must be 16-byte aligned");

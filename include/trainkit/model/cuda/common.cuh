@@ -21,7 +21,8 @@ namespace trainkit::model::kernels {
 
 using bf16_t = __nv_bfloat16;
 
-static_assert(sizeof(bf16_t) == sizeof(trainkit::bf16) && alignof(bf16_t) == alignof(trainkit::bf16),
+static_assert(sizeof(bf16_t) == sizeof(trainkit::bf16) &&
+                  alignof(bf16_t) == alignof(trainkit::bf16),
               "trainkit::bf16 and __nv_bfloat16 must be layout-identical");
 
 inline constexpr int warp_size = 32;
@@ -33,8 +34,12 @@ struct alignas(16) bf16x8 {
 };
 inline constexpr int pack = 8;
 
-__device__ inline bf16x8 load8(const bf16_t* p) { return *reinterpret_cast<const bf16x8*>(p); }
-__device__ inline void store8(bf16_t* p, const bf16x8& x) { *reinterpret_cast<bf16x8*>(p) = x; }
+__device__ inline bf16x8 load8(const bf16_t* p) {
+  return *reinterpret_cast<const bf16x8*>(p);
+}
+__device__ inline void store8(bf16_t* p, const bf16x8& x) {
+  *reinterpret_cast<bf16x8*>(p) = x;
+}
 /// Streaming load (read once, evict first): keeps L2 for data that is read again.
 __device__ inline bf16x8 load8_stream(const bf16_t* p) {
   const int4 raw = __ldcs(reinterpret_cast<const int4*>(p));
@@ -90,9 +95,13 @@ __device__ inline float gelu_grad(float x) {
   return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * s * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-inline unsigned ceil_div(std::size_t a, std::size_t b) { return unsigned((a + b - 1) / b); }
+inline unsigned ceil_div(std::size_t a, std::size_t b) {
+  return unsigned((a + b - 1) / b);
+}
 
-inline bf16_t* as_device_bf16(trainkit::bf16* p) noexcept { return reinterpret_cast<bf16_t*>(p); }
+inline bf16_t* as_device_bf16(trainkit::bf16* p) noexcept {
+  return reinterpret_cast<bf16_t*>(p);
+}
 inline const bf16_t* as_device_bf16(const trainkit::bf16* p) noexcept {
   return reinterpret_cast<const bf16_t*>(p);
 }

@@ -56,13 +56,12 @@ inline void encoder_forward(bf16_t* out, const std::int32_t* tokens, const bf16_
   const std::size_t vectors = std::size_t(B) * T * C / pack;
   constexpr int threads = 256;
   encoder_forward_kernel<<<ceil_div(vectors, threads), threads, 0, s>>>(out, tokens, wte, wpe,
-                                                                       bad_token, B * T, T, C, V);
+                                                                        bad_token, B * T, T, C, V);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
 }
 
 // dwpe[t, c..c+8] += Σ_b dout[b, t, c..c+8], b in order.
-__global__ void encoder_backward_wpe_kernel(bf16_t* dwpe, const bf16_t* dout, int B, int T,
-                                            int C) {
+__global__ void encoder_backward_wpe_kernel(bf16_t* dwpe, const bf16_t* dout, int B, int T, int C) {
   const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
   if (i >= std::int64_t(T) * C) return;
   float acc[pack] = {};

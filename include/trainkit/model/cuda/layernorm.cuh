@@ -38,8 +38,8 @@ __device__ inline void residual_at(const bf16_t* a, const bf16_t* b, std::int64_
     const bf16x8 vb = load8(b + i);
 #pragma unroll
     for (int k = 0; k < pack; ++k)
-      x[k] = __bfloat162float(
-          __float2bfloat16(__bfloat162float(va.v[k]) + __bfloat162float(vb.v[k])));
+      x[k] =
+          __bfloat162float(__float2bfloat16(__bfloat162float(va.v[k]) + __bfloat162float(vb.v[k])));
   } else {
 #pragma unroll
     for (int k = 0; k < pack; ++k) x[k] = __bfloat162float(va.v[k]);
@@ -50,8 +50,8 @@ __global__ void layernorm_forward_kernel(bf16_t* res_out, bf16_t* out, float* me
                                          const bf16_t* a, const bf16_t* b, const bf16_t* w,
                                          const bf16_t* bias, int N, int C) {
   const int lane = threadIdx.x % warp_size;
-  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / warp_size) +
-                           threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   if (row >= N) return;
   const std::int64_t base = row * C;
   float x[pack];
@@ -75,8 +75,8 @@ __global__ void layernorm_forward_kernel(bf16_t* res_out, bf16_t* out, float* me
     bf16x8 o, r;
 #pragma unroll
     for (int k = 0; k < pack; ++k) {
-      o.v[k] = __float2bfloat16((x[k] - m) * s * __bfloat162float(vw.v[k]) +
-                                __bfloat162float(vb.v[k]));
+      o.v[k] =
+          __float2bfloat16((x[k] - m) * s * __bfloat162float(vw.v[k]) + __bfloat162float(vb.v[k]));
       r.v[k] = __float2bfloat16(x[k]);
     }
     store8(out + base + c, o);
@@ -89,8 +89,8 @@ __global__ void layernorm_forward_kernel(bf16_t* res_out, bf16_t* out, float* me
 /// out (N, C) = LayerNorm(a [+ b]); with b, the sum is also written to res_out (N, C).
 /// mean and rstd (N) may be null (recomputation needs only out).
 inline void layernorm_forward(bf16_t* res_out, bf16_t* out, float* mean, float* rstd,
-                              const bf16_t* a, const bf16_t* b, const bf16_t* w,
-                              const bf16_t* bias, int N, int C, cudaStream_t s) {
+                              const bf16_t* a, const bf16_t* b, const bf16_t* w, const bf16_t* bias,
+                              int N, int C, cudaStream_t s) {
   constexpr const char* who = "layernorm_forward";
   require(C % pack == 0, who, "C must be a multiple of 8");
   require(aligned_to(out, 16) && aligned_to(a, 16) && aligned_to(w, 16) && aligned_to(bias, 16) &&
@@ -107,8 +107,8 @@ __global__ void layernorm_backward_input_kernel(bf16_t* dinp, const bf16_t* dout
                                                 const bf16_t* w, const float* mean,
                                                 const float* rstd, int N, int C) {
   const int lane = threadIdx.x % warp_size;
-  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / warp_size) +
-                           threadIdx.x / warp_size;
+  const std::int64_t row =
+      std::int64_t(blockIdx.x) * (blockDim.x / warp_size) + threadIdx.x / warp_size;
   if (row >= N) return;
   const std::int64_t base = row * C;
   const float m = mean[row], s = rstd[row];
@@ -173,15 +173,14 @@ __global__ void layernorm_backward_reduce_kernel(bf16_t* dw, bf16_t* db, const f
 /// layernorm_partial_floats(N, C) floats of scratch.
 inline void layernorm_backward(bf16_t* dinp, bf16_t* dw, bf16_t* db, float* partial,
                                const bf16_t* dout, const bf16_t* x, const bf16_t* w,
-                               const float* mean, const float* rstd, int N, int C,
-                               cudaStream_t s) {
+                               const float* mean, const float* rstd, int N, int C, cudaStream_t s) {
   constexpr const char* who = "layernorm_backward";
   require(C % pack == 0, who, "C must be a multiple of 8");
   require(aligned_to(dinp, 16) && aligned_to(dout, 16) && aligned_to(x, 16) && aligned_to(w, 16),
           who, "buffers must be 16-byte aligned");
   const unsigned rows_per_block = layernorm_threads / warp_size;
-  layernorm_backward_input_kernel<<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads,
-                                    0, s>>>(dinp, dout, x, w, mean, rstd, N, C);
+  layernorm_backward_input_kernel<<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads, 0,
+                                    s>>>(dinp, dout, x, w, mean, rstd, N, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
   const unsigned chunks = ceil_div(std::size_t(N), layernorm_rows_per_chunk);
   constexpr int threads = 128;

@@ -164,10 +164,10 @@ class matmul_context {
         alignment_of(ep == epilogue::bgradb ? static_cast<const void*>(x.bias_grad)
                                             : static_cast<const void*>(x.bias)) &
         alignment_of(x.aux);
-    const cache_key key{x.m,      x.n,        x.k,        x.lda,     x.ldb,      x.ldd,
-                        x.trans_a, x.trans_b, x.d_is_f32, x.batch,  x.stride_a, x.stride_b,
-                        x.stride_d, int(ep),  x.ld_aux,   al_a,     al_b,       al_d,
-                        al_e,      x.beta != 0.0f, 0, 0};
+    const cache_key key{
+        x.m,        x.n,     x.k,        x.lda,          x.ldb,      x.ldd,   x.trans_a, x.trans_b,
+        x.d_is_f32, x.batch, x.stride_a, x.stride_b,     x.stride_d, int(ep), x.ld_aux,  al_a,
+        al_b,       al_d,    al_e,       x.beta != 0.0f, 0,          0};
 
     // Column-major problem: D' (n × m) = op(A') (n × k) · op(B') (k × m), A' = b, B' = a.
     const cublasOperation_t op_a = x.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -183,11 +183,20 @@ class matmul_context {
     if (ep != epilogue::none) {
       cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
       switch (ep) {
-        case epilogue::bias: e = CUBLASLT_EPILOGUE_BIAS; break;
-        case epilogue::gelu_aux_bias: e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; break;
-        case epilogue::dgelu: e = CUBLASLT_EPILOGUE_DGELU; break;
-        case epilogue::bgradb: e = CUBLASLT_EPILOGUE_BGRADB; break;
-        case epilogue::none: break;
+        case epilogue::bias:
+          e = CUBLASLT_EPILOGUE_BIAS;
+          break;
+        case epilogue::gelu_aux_bias:
+          e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+          break;
+        case epilogue::dgelu:
+          e = CUBLASLT_EPILOGUE_DGELU;
+          break;
+        case epilogue::bgradb:
+          e = CUBLASLT_EPILOGUE_BGRADB;
+          break;
+        case epilogue::none:
+          break;
       }
       desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, std::uint32_t(e));
       if (ep == epilogue::bias || ep == epilogue::gelu_aux_bias)
@@ -211,7 +220,8 @@ class matmul_context {
       cublasLtMatmulPreference_t pref = nullptr;
       TRAINKIT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
-        TRAINKIT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+        TRAINKIT_CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
       };
       try {
         set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, std::uint64_t(workspace_bytes));
@@ -225,9 +235,8 @@ class matmul_context {
       }
       cublasLtMatmulHeuristicResult_t result{};
       int returned = 0;
-      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle_, desc.get(), la.get(),
-                                                              lb.get(), ld.get(), ld.get(), pref,
-                                                              1, &result, &returned);
+      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+          handle_, desc.get(), la.get(), lb.get(), ld.get(), ld.get(), pref, 1, &result, &returned);
       (void)cublasLtMatmulPreferenceDestroy(pref);
       if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
         cache_.emplace(key, std::nullopt);
@@ -262,18 +271,16 @@ class matmul_context {
         plain.ldd = x.ld_aux;
         run(plain, stream);
         add_bias_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(x.aux, x.bias, x.m, x.n,
-                                                                        x.ld_aux);
+                                                                       x.ld_aux);
         TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
-        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.ldd, x.aux,
-                                                                             x.ld_aux, x.m, x.n,
-                                                                             false);
+        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(
+            d, x.ldd, x.aux, x.ld_aux, x.m, x.n, false);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::dgelu:
         run(plain, stream);
-        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.ldd, x.aux,
-                                                                             x.ld_aux, x.m, x.n,
-                                                                             true);
+        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(
+            d, x.ldd, x.aux, x.ld_aux, x.m, x.n, true);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::bgradb:
@@ -282,7 +289,8 @@ class matmul_context {
             x.bias_grad, x.a, x.k, x.m, x.lda);
         TRAINKIT_CUDA_CHECK_LAUNCH("column_sum_kernel");
         break;
-      case epilogue::none: break;
+      case epilogue::none:
+        break;
     }
   }
 

@@ -1,0 +1,162 @@
+// trainkit/model/cuda/gpt2_cuda_memory.hpp — how much device memory the CUDA GPT-2 needs, and
+// where each buffer sits in its activation arena.
+//
+// Host-only arithmetic (no CUDA headers), so it can be checked without a GPU and a program can
+// tell before allocating whether a (model, B, T, recompute) choice fits. Parameters and gradients
+// (bf16, one flat buffer each) do not depend on the batch; everything else — activations kept for
+// backward and scratch reused layer after layer — lives in one arena carved out of a single
+// cudaMalloc, each buffer aligned to 256 bytes (cudaMalloc's own alignment, what cuBLASLt's
+// heuristic assumes by default and more than the 16 bytes the vectorised kernels need).
+// The attention matrices have rows padded to a multiple of 8 (attention.cuh's attention_ld).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/model/gpt2_config.hpp"
+
+namespace trainkit::model {
+
+/// Run-time choices of the CUDA GPT-2.
+struct gpt2_cuda_options {
+  /// Activation recomputation, as llm.c's -r: 0 keeps everything; 1 recomputes the GELU output
+  /// in backward (keeps only its input); 2 also recomputes the LayerNorm outputs (keeps the
+  /// residual stream and the per-row mean and rstd).
+  int recompute = 0;
+  /// No atomics whose order varies: the wte gradient is summed per token in row order (the host
+  /// groups rows by token), so two runs from one state give bit-identical losses and gradients.
+  bool deterministic = true;
+  /// Arena shape to reserve up front; 0 = sized by the first batch. A later batch with B and T no
+  /// larger reuses the arena; a larger one grows it.
+  int batch_size = 0;
+  int seq_len = 0;
+
+  friend bool operator==(const gpt2_cuda_options&, const gpt2_cuda_options&) = default;
+};
+
+/// One buffer of the arena: byte offset and size.
+struct arena_slot {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+/// The activation arena for one (B, T): every slot the model uses, and the totals.
+struct gpt2_cuda_arena_plan {
+  static constexpr std::size_t alignment = 256;
+
+  // Kept for backward (activations).
+  arena_slot encoded, ln1, ln1_mean, ln1_rstd, qkvr, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
+      fch_gelu, res3, lnf, lnf_mean, lnf_rstd, logits, losses;
+  // Reused layer after layer (scratch).
+  arena_slot qkv, proj, scores, dscores, heads, dqkvr, dres, dln, datty, dfch, ln_partial,
+      bias_grad, buckets;
+
+  std::size_t activation_bytes = 0;
+  std::size_t scratch_bytes = 0;
+  std::size_t total_bytes = 0;  // activation_bytes + scratch_bytes (+ alignment padding)
+};
+
+/// Lays out the arena for batches of B rows of T tokens.
+inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, int T,
+                                                 int recompute) {
+  cfg.validate();
+  if (B <= 0 || T <= 0 || T > cfg.max_seq_len)
+    throw config_error("gpt2_cuda: batch shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                       " is empty or exceeds max_seq_len " + std::to_string(cfg.max_seq_len));
+  if (recompute < 0 || recompute > 2)
+    throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " + std::to_string(recompute));
+  const std::size_t L = std::size_t(cfg.num_layers), C = std::size_t(cfg.channels),
+                    H = std::size_t(cfg.num_heads), N = std::size_t(B) * std::size_t(T),
+                    Vp = std::size_t(cfg.padded_vocab_size);
+  const std::size_t ld = (std::size_t(T) + 7) / 8 * 8;  // attention_ld
+  const std::size_t att = std::size_t(B) * H * std::size_t(T) * ld;
+  const std::size_t bf = 2, f32 = 4;
+  const std::size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
+  const std::size_t ln_chunks = (N + 255) / 256;  // layernorm_rows_per_chunk
+
+  gpt2_cuda_arena_plan p;
+  std::size_t at = 0;
+  auto take = [&](arena_slot& s, std::size_t bytes) {
+    s.offset = at;
+    s.bytes = bytes;
+    at += (bytes + p.alignment - 1) / p.alignment * p.alignment;
+  };
+  take(p.encoded, N * C * bf);
+  take(p.ln1, ln_layers * N * C * bf);
+  take(p.ln1_mean, L * N * f32);
+  take(p.ln1_rstd, L * N * f32);
+  take(p.qkvr, L * 3 * N * C * bf);
+  take(p.att, L * att * bf);
+  take(p.atty, L * N * C * bf);
+  take(p.res2, L * N * C * bf);
+  take(p.ln2, ln_layers * N * C * bf);
+  take(p.ln2_mean, L * N * f32);
+  take(p.ln2_rstd, L * N * f32);
+  take(p.fch, L * N * 4 * C * bf);
+  take(p.fch_gelu, gelu_layers * N * 4 * C * bf);
+  take(p.res3, L * N * C * bf);
+  take(p.lnf, N * C * bf);
+  take(p.lnf_mean, N * f32);
+  take(p.lnf_rstd, N * f32);
+  take(p.logits, N * Vp * bf);
+  take(p.losses, (N + 4) * f32);  // + the bad-token flags, read back with the losses
+  p.activation_bytes = at;
+  take(p.qkv, N * 3 * C * bf);
+  take(p.proj, N * C * bf);
+  take(p.scores, att * f32);
+  take(p.dscores, att * bf);
+  take(p.heads, N * C * bf);
+  take(p.dqkvr, 3 * N * C * bf);
+  take(p.dres, N * C * bf);
+  take(p.dln, N * C * bf);
+  take(p.datty, N * C * bf);
+  take(p.dfch, N * 4 * C * bf);
+  take(p.ln_partial, ln_chunks * 2 * C * f32);
+  take(p.bias_grad, 4 * C * bf);
+  take(p.buckets, (3 * N + 2) * 4);  // token_buckets::packed(): 1 + U + (U + 1) + N, U ≤ N
+  p.total_bytes = at;
+  p.scratch_bytes = at - p.activation_bytes;
+  return p;
+}
+
+/// Device memory of a CUDA GPT-2, by use.
+struct gpt2_cuda_memory_report {
+  std::size_t parameters = 0;   // bf16 weights
+  std::size_t gradients = 0;    // bf16 gradients
+  std::size_t activations = 0;  // kept from forward for backward
+  std::size_t scratch = 0;      // arena scratch + the cuBLASLt workspace
+
+  std::size_t total() const noexcept { return parameters + gradients + activations + scratch; }
+
+  /// "parameters 249.0 MiB, gradients 249.0 MiB, activations …, scratch …, total …".
+  std::string to_string() const {
+    auto mib = [](std::size_t b) {
+      const double m = double(b) / double(1 << 20);
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.1f MiB", m);
+      return std::string(buf);
+    };
+    return "parameters " + mib(parameters) + ", gradients " + mib(gradients) + ", activations " +
+           mib(activations) + ", scratch " + mib(scratch) + ", total " + mib(total());
+  }
+};
+
+inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = std::size_t(32) << 20;
+
+/// What a CUDA GPT-2 of shape `cfg` uses for batches of (B, T).
+inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, int T,
+                                                int recompute) {
+  const gpt2_cuda_arena_plan p = plan_gpt2_cuda_arena(cfg, B, T, recompute);
+  gpt2_cuda_memory_report r;
+  r.parameters = cfg.num_parameters() * 2;
+  r.gradients = r.parameters;
+  r.activations = p.activation_bytes;
+  r.scratch = p.scratch_bytes + gpt2_cuda_cublas_workspace_bytes;
+  return r;
+}
+
+}  // namespace trainkit::model

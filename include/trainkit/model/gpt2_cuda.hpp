@@ -1,0 +1,536 @@
+// trainkit/model/gpt2_cuda.hpp — the fused CUDA GPT-2 (bf16 weights and activations, fp32
+// accumulation, cuBLASLt matmuls), a trainkit::model::model in device memory.
+//
+// The same network, parameter layout and initialisation as gpt2_cpu (llm.c's GPT-2): a model of
+// one seed starts from gpt2_cpu's weights rounded to bf16, so the two can be compared layer by
+// layer. Parameters and gradients are flat bf16 device buffers in gpt2_parameter_layout order
+// (what adamw_cuda and checkpoints walk). Gradients are bf16, as llm.c keeps them: every
+// contribution is summed in fp32 inside its kernel or GEMM and rounded once when added, so a
+// micro-batch costs one bf16 rounding per gradient element (relative 2⁻⁹); the optimizer is
+// expected to keep fp32 master weights. Activations live in one arena sized for (B, T) up front
+// (model/cuda/gpt2_cuda_memory.hpp; memory_report()).
+//
+// Every public function returns with its device work complete (forward_backward and forward end
+// on the one device→host copy of the per-row losses, the others synchronise the model's stream),
+// so an optimizer or checkpointer on another stream may use parameters() and gradients() right
+// away. Batches must already be on the device and complete when passed in.
+// Kernels: model/cuda/*.cuh, each with its CPU reference in detail/gpt2_cpu_kernels.hpp.
+// docs/cuda.md describes the memory layout, precision, and the deterministic and recompute modes.
+// Needs nvcc (the kernels are in this header); link trainkit::cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/batch.hpp"
+#include "trainkit/core/bf16.hpp"
+#include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/core/cuda/device.hpp"
+#include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/model/cuda/attention.cuh"
+#include "trainkit/model/cuda/classifier.cuh"
+#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/model/cuda/elementwise.cuh"
+#include "trainkit/model/cuda/encoder.cuh"
+#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
+#include "trainkit/model/cuda/gpt2_host_init.hpp"
+#include "trainkit/model/cuda/layernorm.cuh"
+#include "trainkit/model/cuda/matmul.cuh"
+#include "trainkit/model/gpt2_config.hpp"
+
+namespace trainkit::model {
+
+/// A host model the CUDA model can copy its shape and weights from (gpt2_cpu, or anything with
+/// a gpt2_config and float parameters in gpt2_parameter_layout order).
+template <class M>
+concept gpt2_host_weights = requires(const M& m) {
+  { m.config() } -> std::convertible_to<gpt2_config>;
+  { m.parameters() } -> std::convertible_to<std::span<const float>>;
+};
+
+class gpt2_cuda {
+  using bf16_t = kernels::bf16_t;
+
+ public:
+  using memory_space = device_memory;
+  using parameter_type = trainkit::bf16;
+
+  /// gpt2_cpu's initialisation of `seed`, rounded to bf16. Throws config_error or cuda_error.
+  gpt2_cuda(gpt2_config cfg, std::uint64_t seed, gpt2_cuda_options opt = {})
+      : gpt2_cuda(cfg, gpt2_initial_parameters(cfg, seed), opt) {}
+
+  /// The shape and weights of a host model (e.g. gpt2_cpu, or one loaded from an llm.c file).
+  template <gpt2_host_weights Host>
+  explicit gpt2_cuda(const Host& host, gpt2_cuda_options opt = {})
+      : gpt2_cuda(gpt2_config(host.config()), std::span<const float>(host.parameters()), opt) {}
+
+  /// Weights given as floats in gpt2_parameter_layout(cfg) order, rounded to bf16. To start from
+  /// an llm.c model file: read_llmc_parameters (llmc_file.hpp) into a vector, then this.
+  gpt2_cuda(gpt2_config cfg, std::span<const float> params, gpt2_cuda_options opt = {})
+      : config_(validated(cfg)),
+        options_(opt),
+        layout_(gpt2_parameter_layout(config_)),
+        stream_(std::make_unique<trainkit::cuda::stream>()),
+        blas_(std::make_unique<kernels::matmul_context>()) {
+    if (params.size() != config_.num_parameters())
+      throw config_error("gpt2_cuda: " + std::to_string(params.size()) +
+                         " parameters given, shape " + config_.to_string() + " has " +
+                         std::to_string(config_.num_parameters()));
+    if (options_.recompute < 0 || options_.recompute > 2)
+      throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
+                         std::to_string(options_.recompute));
+    for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
+    device_name_ = trainkit::cuda::query_device().name;
+    params_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
+    grads_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
+    upload_parameters(params);
+    zero_grad();
+    if (options_.batch_size > 0 && options_.seq_len > 0)
+      reserve(options_.batch_size, options_.seq_len);
+  }
+
+  gpt2_cuda(gpt2_cuda&&) noexcept = default;
+  gpt2_cuda& operator=(gpt2_cuda&&) noexcept = default;
+  gpt2_cuda(const gpt2_cuda&) = delete;
+  gpt2_cuda& operator=(const gpt2_cuda&) = delete;
+
+  const gpt2_config& config() const noexcept { return config_; }
+  const gpt2_cuda_options& options() const noexcept { return options_; }
+  std::span<const tensor_info> parameter_layout() const noexcept { return layout_; }
+  /// Device memory: do not dereference on the host.
+  std::span<trainkit::bf16> parameters() noexcept { return params_.device_span(); }
+  std::span<trainkit::bf16> gradients() noexcept { return grads_.device_span(); }
+  std::size_t num_parameters() const noexcept { return params_.size(); }
+  double flops_per_token(int T) const { return config_.flops_per_token(T); }
+  /// The CUDA device's name, for the trainer's peak-FLOP/s lookup (MFU).
+  const std::string& device_name() const noexcept { return device_name_; }
+  /// The stream all of the model's work runs on.
+  cudaStream_t stream() const noexcept { return stream_->get(); }
+  /// GEMMs whose epilogue ran through fallback kernels (cuBLASLt had no fused algorithm).
+  int matmul_fallbacks() const noexcept { return blas_->fallbacks(); }
+
+  /// Sizes the activation arena for batches up to (B, T); reallocates only to grow.
+  void reserve(int B, int T) {
+    if (arena_.size() && B <= arena_batch_ && T <= arena_seq_) return;
+    const int nb = std::max(B, arena_batch_), nt = std::max(T, arena_seq_);
+    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute);
+    arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
+    arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
+    host_losses_ = trainkit::cuda::pinned_buffer<float>(std::size_t(nb) * nt + 4);
+    host_tokens_ = trainkit::cuda::pinned_buffer<std::int32_t>(std::size_t(nb) * nt);
+    host_buckets_ = trainkit::cuda::pinned_buffer<std::int32_t>(3 * std::size_t(nb) * nt + 2);
+    arena_batch_ = nb;
+    arena_seq_ = nt;
+  }
+
+  /// Memory by use for the arena's current shape (or for (B, T) when no arena exists yet).
+  gpt2_cuda_memory_report memory_report() const {
+    if (!arena_.size())
+      throw config_error("gpt2_cuda::memory_report: no arena yet (call reserve(B, T) first)");
+    return gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute);
+  }
+
+  void zero_grad() {
+    grads_.fill_bytes_async(0, stream());
+    stream_->synchronize();
+  }
+
+  /// Mean cross-entropy over the batch's B·T targets; adds grad_scale·∂loss/∂θ to gradients().
+  /// Throws config_error for T > max_seq_len or a token outside [0, vocab_size) (found on the
+  /// device; the gradients of that call are then not meaningful), cuda_error on CUDA failures.
+  float forward_backward(batch_view<device_memory> batch, float grad_scale) {
+    const int B = batch.batch_size, T = batch.seq_len;
+    check_batch(batch);
+    reserve(B, T);
+    const cudaStream_t s = stream();
+    const std::size_t N = std::size_t(B) * T;
+    if (options_.deterministic) {  // token ids to the host now; buckets are built during forward
+      trainkit::cuda::copy_to_host_async(std::span<std::int32_t>(host_tokens_.data(), N),
+                                         batch.inputs, s);
+      tokens_copied_.record(s);
+    }
+    begin_step(N);
+    forward_trunk(batch.inputs, B, T);
+    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
+                        config_.vocab_size, config_.padded_vocab_size, grad_scale / float(N),
+                        /*backward=*/true, s);
+    enqueue_loss_copy(N);
+    backward_trunk(batch.inputs, B, T);
+    return finish_step(N, "forward_backward");
+  }
+
+  /// Mean cross-entropy over the batch's B·T targets; gradients untouched.
+  float forward(batch_view<device_memory> batch) {
+    const int B = batch.batch_size, T = batch.seq_len;
+    check_batch(batch);
+    reserve(B, T);
+    const std::size_t N = std::size_t(B) * T;
+    begin_step(N);
+    forward_trunk(batch.inputs, B, T);
+    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
+                        config_.vocab_size, config_.padded_vocab_size, 0.0f,
+                        /*backward=*/false, stream());
+    enqueue_loss_copy(N);
+    return finish_step(N, "forward");
+  }
+
+  /// The tensors a checkpoint must hold: "model.<name>", bf16, in device memory.
+  std::vector<state_tensor> state() {
+    std::vector<state_tensor> out;
+    out.reserve(layout_.size());
+    for (const tensor_info& t : layout_) {
+      state_tensor st = make_state_tensor(
+          "model." + t.name, std::span<trainkit::bf16>(params_.data() + t.offset, t.numel()),
+          t.shape);
+      st.on_device = true;
+      out.push_back(std::move(st));
+    }
+    return out;
+  }
+
+  /// Parameters as floats on the host (tests, llm.c export via write_llmc_parameters).
+  void copy_parameters_to_host(std::span<float> out) const { download(out, params_, "parameters"); }
+  /// Gradients as floats on the host (tests).
+  void gradients_to_host(std::span<float> out) const { download(out, grads_, "gradients"); }
+  /// Replaces the parameters with floats from the host (rounded to bf16).
+  void copy_parameters_from_host(std::span<const float> in) { upload_parameters(in); }
+
+ private:
+  enum tensor_id : std::size_t {
+    wte,
+    wpe,
+    ln1w,
+    ln1b,
+    qkvw,
+    qkvb,
+    attprojw,
+    attprojb,
+    ln2w,
+    ln2b,
+    fcw,
+    fcb,
+    fcprojw,
+    fcprojb,
+    lnfw,
+    lnfb,
+    tensor_count
+  };
+
+  static_assert(kernels::matmul_context::workspace_bytes == gpt2_cuda_cublas_workspace_bytes);
+
+  static gpt2_config validated(const gpt2_config& cfg) {
+    cfg.validate();
+    if (cfg.channels % 8 != 0 || (cfg.channels / cfg.num_heads) % 8 != 0)
+      throw config_error("gpt2_cuda: channels " + std::to_string(cfg.channels) +
+                         " and head size must be multiples of 8 (16-byte vector accesses)");
+    return cfg;
+  }
+
+  void check_batch(const batch_view<device_memory>& b) const {
+    if (b.batch_size <= 0 || b.seq_len <= 0)
+      throw config_error("gpt2_cuda: batch shape B=" + std::to_string(b.batch_size) +
+                         " T=" + std::to_string(b.seq_len) + " is empty");
+    if (b.seq_len > config_.max_seq_len)
+      throw config_error("gpt2_cuda: sequence length T=" + std::to_string(b.seq_len) +
+                         " exceeds max_seq_len " + std::to_string(config_.max_seq_len));
+    if (!b.inputs || !b.targets) throw config_error("gpt2_cuda: batch has no tokens");
+  }
+
+  void upload_parameters(std::span<const float> in) {
+    if (in.size() != params_.size())
+      throw config_error("gpt2_cuda: " + std::to_string(in.size()) + " parameters given, " +
+                         std::to_string(params_.size()) + " expected");
+    std::vector<trainkit::bf16> host(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) host[i] = trainkit::bf16::from_float(in[i]);
+    trainkit::cuda::copy_to_device(params_.data(), std::span<const trainkit::bf16>(host));
+  }
+
+  void download(std::span<float> out, const trainkit::cuda::device_buffer<trainkit::bf16>& src,
+                const char* what) const {
+    if (out.size() != src.size())
+      throw config_error(std::string("gpt2_cuda: ") + what + " destination holds " +
+                         std::to_string(out.size()) + " floats, the model has " +
+                         std::to_string(src.size()));
+    stream_->synchronize();
+    std::vector<trainkit::bf16> host(src.size());
+    trainkit::cuda::copy_to_host(std::span<trainkit::bf16>(host), src.data());
+    for (std::size_t i = 0; i < host.size(); ++i) out[i] = host[i].to_float();
+  }
+
+  template <class T>
+  T* slot(const arena_slot& s) const noexcept {
+    return reinterpret_cast<T*>(const_cast<std::byte*>(arena_.data()) + s.offset);
+  }
+  float* losses() const noexcept { return slot<float>(plan_.losses); }
+  // Flags after the N losses: [0] bad input token, [1] bad target.
+  int* flags() const noexcept { return reinterpret_cast<int*>(losses() + step_rows_); }
+  bf16_t* param(tensor_id id) noexcept {
+    return kernels::as_device_bf16(params_.data() + offsets_[id]);
+  }
+  bf16_t* grad(tensor_id id) noexcept {
+    return kernels::as_device_bf16(grads_.data() + offsets_[id]);
+  }
+
+  void begin_step(std::size_t N) {
+    step_rows_ = N;
+    TRAINKIT_CUDA_CHECK(cudaMemsetAsync(flags(), 0, 2 * sizeof(int), stream()));
+  }
+
+  void enqueue_loss_copy(std::size_t N) {
+    trainkit::cuda::copy_to_host_async(std::span<float>(host_losses_.data(), N + 2), losses(),
+                                       stream());
+  }
+
+  float finish_step(std::size_t N, const char* who) {
+    stream_->synchronize();
+    int bad[2];
+    std::memcpy(bad, host_losses_.data() + N, sizeof(bad));
+    if (bad[0] || bad[1])
+      throw config_error(std::string("gpt2_cuda::") + who + ": " + (bad[0] ? "input" : "target") +
+                         " token outside [0, vocab_size=" + std::to_string(config_.vocab_size) +
+                         ")");
+    double sum = 0.0;  // in row order: deterministic
+    for (std::size_t i = 0; i < N; ++i) sum += host_losses_[i];
+    return float(sum / double(N));
+  }
+
+  // out (N, OC) = inp (N, IC) · wᵀ + bias, with epilogue `ep` (bias or gelu_aux_bias).
+  void linear_forward(bf16_t* out, const bf16_t* inp, const bf16_t* w, const bf16_t* bias, int N,
+                      int IC, int OC, kernels::epilogue ep = kernels::epilogue::bias,
+                      bf16_t* aux = nullptr) {
+    kernels::matmul_arguments x;
+    x.a = inp, x.lda = IC;
+    x.b = w, x.trans_b = true, x.ldb = IC;
+    x.d = out, x.ldd = OC;
+    x.m = N, x.n = OC, x.k = IC;
+    x.ep = ep, x.bias = bias, x.aux = aux, x.ld_aux = OC;
+    blas_->run(x, stream());
+  }
+
+  // dinp (N, IC) = dout · w (assigned; with a GELU aux, times gelu'(aux));
+  // dw (OC, IC) += doutᵀ · inp; db (OC) += Σ_rows dout.
+  void linear_backward(bf16_t* dinp, bf16_t* dw, bf16_t* db, const bf16_t* dout, const bf16_t* inp,
+                       const bf16_t* w, int N, int IC, int OC, const bf16_t* gelu_aux = nullptr) {
+    bf16_t* bias_grad = slot<bf16_t>(plan_.bias_grad);
+    kernels::matmul_arguments gw;
+    gw.a = dout, gw.trans_a = true, gw.lda = OC;
+    gw.b = inp, gw.ldb = IC;
+    gw.d = dw, gw.ldd = IC;
+    gw.m = OC, gw.n = IC, gw.k = N;
+    gw.beta = 1.0f;
+    gw.ep = db ? kernels::epilogue::bgradb : kernels::epilogue::none;
+    gw.bias_grad = bias_grad;
+    blas_->run(gw, stream());
+    if (db) kernels::accumulate(db, bias_grad, OC, stream());
+    kernels::matmul_arguments gi;
+    gi.a = dout, gi.lda = OC;
+    gi.b = w, gi.ldb = IC;
+    gi.d = dinp, gi.ldd = IC;
+    gi.m = N, gi.n = IC, gi.k = OC;
+    if (gelu_aux) {
+      gi.ep = kernels::epilogue::dgelu;
+      gi.aux = const_cast<bf16_t*>(gelu_aux);
+      gi.ld_aux = IC;
+    }
+    blas_->run(gi, stream());
+  }
+
+  struct layer_views {
+    bf16_t *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+  };
+
+  layer_views layer(int l, int B, int T) const {
+    const std::size_t C = std::size_t(config_.channels), N = std::size_t(B) * T, NC = N * C;
+    const std::size_t lr = options_.recompute >= 2 ? 0 : std::size_t(l);
+    const std::size_t lg = options_.recompute >= 1 ? 0 : std::size_t(l);
+    const std::size_t att = kernels::attention_matrix_elements(B, config_.num_heads, T);
+    layer_views v;
+    v.ln1 = slot<bf16_t>(plan_.ln1) + lr * NC;
+    v.qkvr = slot<bf16_t>(plan_.qkvr) + std::size_t(l) * 3 * NC;
+    v.att = slot<bf16_t>(plan_.att) + std::size_t(l) * att;
+    v.atty = slot<bf16_t>(plan_.atty) + std::size_t(l) * NC;
+    v.res2 = slot<bf16_t>(plan_.res2) + std::size_t(l) * NC;
+    v.ln2 = slot<bf16_t>(plan_.ln2) + lr * NC;
+    v.fch = slot<bf16_t>(plan_.fch) + std::size_t(l) * 4 * NC;
+    v.fch_gelu = slot<bf16_t>(plan_.fch_gelu) + lg * 4 * NC;
+    v.res3 = slot<bf16_t>(plan_.res3) + std::size_t(l) * NC;
+    v.ln1_mean = slot<float>(plan_.ln1_mean) + std::size_t(l) * N;
+    v.ln1_rstd = slot<float>(plan_.ln1_rstd) + std::size_t(l) * N;
+    v.ln2_mean = slot<float>(plan_.ln2_mean) + std::size_t(l) * N;
+    v.ln2_rstd = slot<float>(plan_.ln2_rstd) + std::size_t(l) * N;
+    return v;
+  }
+
+  kernels::attention_buffers attention_views(const layer_views& v) const {
+    kernels::attention_buffers a;
+    a.qkvr = v.qkvr;
+    a.att = v.att;
+    a.scores = slot<float>(plan_.scores);
+    a.dscores = slot<bf16_t>(plan_.dscores);
+    a.heads = slot<bf16_t>(plan_.heads);
+    a.dqkvr = slot<bf16_t>(plan_.dqkvr);
+    return a;
+  }
+
+  void forward_trunk(const std::int32_t* inputs, int B, int T) {
+    const int C = config_.channels, H = config_.num_heads, L = config_.num_layers;
+    const int N = B * T;
+    const cudaStream_t s = stream();
+    bf16_t* encoded = slot<bf16_t>(plan_.encoded);
+    bf16_t* qkv = slot<bf16_t>(plan_.qkv);
+    bf16_t* proj = slot<bf16_t>(plan_.proj);
+    kernels::encoder_forward(encoded, inputs, param(wte), param(wpe), flags(), B, T, C,
+                             config_.vocab_size, s);
+    {
+      const layer_views v0 = layer(0, B, T);
+      kernels::layernorm_forward(nullptr, v0.ln1, v0.ln1_mean, v0.ln1_rstd, encoded, nullptr,
+                                 param(ln1w), param(ln1b), N, C, s);
+    }
+    for (int l = 0; l < L; ++l) {
+      const layer_views v = layer(l, B, T);
+      const bf16_t* x = l == 0 ? encoded : layer(l - 1, B, T).res3;  // (B, T, C)
+      const std::size_t lc = std::size_t(l) * C;
+      linear_forward(qkv, v.ln1, param(qkvw) + lc * 3 * C, param(qkvb) + 3 * lc, N, C, 3 * C);
+      kernels::attention_forward(*blas_, v.atty, qkv, attention_views(v), B, T, C, H, s);
+      linear_forward(proj, v.atty, param(attprojw) + lc * C, param(attprojb) + lc, N, C, C);
+      kernels::layernorm_forward(v.res2, v.ln2, v.ln2_mean, v.ln2_rstd, x, proj, param(ln2w) + lc,
+                                 param(ln2b) + lc, N, C, s);
+      linear_forward(v.fch_gelu, v.ln2, param(fcw) + lc * 4 * C, param(fcb) + 4 * lc, N, C, 4 * C,
+                     kernels::epilogue::gelu_aux_bias, v.fch);
+      linear_forward(proj, v.fch_gelu, param(fcprojw) + lc * 4 * C, param(fcprojb) + lc, N, 4 * C,
+                     C);
+      if (l + 1 < L) {
+        const layer_views next = layer(l + 1, B, T);
+        kernels::layernorm_forward(v.res3, next.ln1, next.ln1_mean, next.ln1_rstd, v.res2, proj,
+                                   param(ln1w) + lc + C, param(ln1b) + lc + C, N, C, s);
+      } else {
+        kernels::layernorm_forward(v.res3, slot<bf16_t>(plan_.lnf), slot<float>(plan_.lnf_mean),
+                                   slot<float>(plan_.lnf_rstd), v.res2, proj, param(lnfw),
+                                   param(lnfb), N, C, s);
+      }
+    }
+    // LM head: logits (N, Vp) = lnf · wteᵀ
+    kernels::matmul_arguments head;
+    head.a = slot<bf16_t>(plan_.lnf), head.lda = C;
+    head.b = param(wte), head.trans_b = true, head.ldb = C;
+    head.d = slot<bf16_t>(plan_.logits), head.ldd = config_.padded_vocab_size;
+    head.m = N, head.n = config_.padded_vocab_size, head.k = C;
+    blas_->run(head, s);
+  }
+
+  void backward_trunk(const std::int32_t* inputs, int B, int T) {
+    const int C = config_.channels, H = config_.num_heads, L = config_.num_layers;
+    const int N = B * T, Vp = config_.padded_vocab_size;
+    const cudaStream_t s = stream();
+    const bf16_t* logits = slot<bf16_t>(plan_.logits);  // now dloss/dlogits
+    const bf16_t* lnf = slot<bf16_t>(plan_.lnf);
+    bf16_t* dres = slot<bf16_t>(plan_.dres);
+    bf16_t* dln = slot<bf16_t>(plan_.dln);
+    bf16_t* datty = slot<bf16_t>(plan_.datty);
+    bf16_t* dfch = slot<bf16_t>(plan_.dfch);
+    bf16_t* dqkv = slot<bf16_t>(plan_.qkv);
+    float* partial = slot<float>(plan_.ln_partial);
+    bf16_t* encoded = slot<bf16_t>(plan_.encoded);
+
+    // LM head backward: dwte += dlogitsᵀ · lnf; dlnf = dlogits · wte
+    kernels::matmul_arguments gw;
+    gw.a = logits, gw.trans_a = true, gw.lda = Vp;
+    gw.b = lnf, gw.ldb = C;
+    gw.d = grad(wte), gw.ldd = C;
+    gw.m = Vp, gw.n = C, gw.k = N;
+    gw.beta = 1.0f;
+    blas_->run(gw, s);
+    kernels::matmul_arguments gi;
+    gi.a = logits, gi.lda = Vp;
+    gi.b = param(wte), gi.ldb = C;
+    gi.d = dln, gi.ldd = C;
+    gi.m = N, gi.n = C, gi.k = Vp;
+    blas_->run(gi, s);
+
+    TRAINKIT_CUDA_CHECK(cudaMemsetAsync(dres, 0, std::size_t(N) * C * sizeof(bf16_t), s));
+    const layer_views last = layer(L - 1, B, T);
+    kernels::layernorm_backward(dres, grad(lnfw), grad(lnfb), partial, dln, last.res3, param(lnfw),
+                                slot<float>(plan_.lnf_mean), slot<float>(plan_.lnf_rstd), N, C, s);
+    for (int l = L - 1; l >= 0; --l) {
+      const layer_views v = layer(l, B, T);
+      const bf16_t* x = l == 0 ? encoded : layer(l - 1, B, T).res3;
+      const std::size_t lc = std::size_t(l) * C;
+      if (options_.recompute >= 1)
+        kernels::gelu_forward(v.fch_gelu, v.fch, std::int64_t(N) * 4 * C, s);
+      if (options_.recompute >= 2)
+        kernels::layernorm_forward(nullptr, v.ln2, nullptr, nullptr, v.res2, nullptr,
+                                   param(ln2w) + lc, param(ln2b) + lc, N, C, s);
+      // MLP: res3 = res2 + gelu(ln2·fcwᵀ + fcb)·fcprojwᵀ + fcprojb
+      linear_backward(dfch, grad(fcprojw) + lc * 4 * C, grad(fcprojb) + lc, dres, v.fch_gelu,
+                      param(fcprojw) + lc * 4 * C, N, 4 * C, C, /*gelu_aux=*/v.fch);
+      linear_backward(dln, grad(fcw) + lc * 4 * C, grad(fcb) + 4 * lc, dfch, v.ln2,
+                      param(fcw) + lc * 4 * C, N, C, 4 * C);
+      kernels::layernorm_backward(dres, grad(ln2w) + lc, grad(ln2b) + lc, partial, dln, v.res2,
+                                  param(ln2w) + lc, v.ln2_mean, v.ln2_rstd, N, C, s);
+      // attention: res2 = x + attention(ln1(x))·attprojwᵀ + attprojb
+      linear_backward(datty, grad(attprojw) + lc * C, grad(attprojb) + lc, dres, v.atty,
+                      param(attprojw) + lc * C, N, C, C);
+      kernels::attention_backward(*blas_, dqkv, datty, attention_views(v), B, T, C, H, s);
+      if (options_.recompute >= 2)
+        kernels::layernorm_forward(nullptr, v.ln1, nullptr, nullptr, x, nullptr, param(ln1w) + lc,
+                                   param(ln1b) + lc, N, C, s);
+      linear_backward(dln, grad(qkvw) + lc * 3 * C, grad(qkvb) + 3 * lc, dqkv, v.ln1,
+                      param(qkvw) + lc * 3 * C, N, C, 3 * C);
+      kernels::layernorm_backward(dres, grad(ln1w) + lc, grad(ln1b) + lc, partial, dln, x,
+                                  param(ln1w) + lc, v.ln1_mean, v.ln1_rstd, N, C, s);
+    }
+    kernels::encoder_backward_wpe(grad(wpe), dres, B, T, C, s);
+    if (options_.deterministic) {
+      tokens_copied_.synchronize();  // enqueued before the forward: long done by now
+      const kernels::token_buckets buckets = kernels::make_token_buckets(
+          std::span<const std::int32_t>(host_tokens_.data(), std::size_t(N)), config_.vocab_size);
+      const std::vector<std::int32_t> packed = buckets.packed();
+      std::copy(packed.begin(), packed.end(), host_buckets_.data());
+      std::int32_t* dev = slot<std::int32_t>(plan_.buckets);
+      trainkit::cuda::copy_to_device_async(
+          dev, std::span<const std::int32_t>(host_buckets_.data(), packed.size()), s);
+      kernels::encoder_backward_buckets(grad(wte), dres, dev, int(buckets.tokens.size()), C, s);
+    } else {
+      kernels::encoder_backward_atomic(grad(wte), dres, inputs, N, C, config_.vocab_size, s);
+    }
+  }
+
+  gpt2_config config_;
+  gpt2_cuda_options options_;
+  std::vector<tensor_info> layout_;
+  std::array<std::size_t, tensor_count> offsets_{};
+  std::string device_name_;
+  std::unique_ptr<trainkit::cuda::stream> stream_;
+  std::unique_ptr<kernels::matmul_context> blas_;
+  trainkit::cuda::device_buffer<trainkit::bf16> params_;
+  trainkit::cuda::device_buffer<trainkit::bf16> grads_;
+  trainkit::cuda::device_buffer<std::byte> arena_;
+  gpt2_cuda_arena_plan plan_;
+  int arena_batch_ = 0, arena_seq_ = 0;
+  std::size_t step_rows_ = 0;
+  trainkit::cuda::pinned_buffer<float> host_losses_;          // (N + flags)
+  trainkit::cuda::pinned_buffer<std::int32_t> host_tokens_;   // (N) deterministic mode
+  trainkit::cuda::pinned_buffer<std::int32_t> host_buckets_;  // packed token buckets
+  trainkit::cuda::event tokens_copied_{false};
+};
+
+static_assert(model<gpt2_cuda>, "gpt2_cuda must satisfy trainkit::model::model");
+
+}  // namespace trainkit::model
