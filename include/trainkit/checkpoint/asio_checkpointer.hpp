@@ -1,0 +1,334 @@
+// trainkit/checkpoint/asio_checkpointer.hpp — the Checkpointer that snapshots the state and writes
+// it in the background on a Boost.Asio thread pool, so the training loop never waits on the disk.
+//
+// `save` copies the state into staging memory (through the Stager policy: memcpy for host
+// tensors; the CUDA stager queues device-to-pinned copies) and posts the write to a one-thread
+// `boost::asio::thread_pool`. The write is the same crash-safe protocol the synchronous
+// checkpointer uses (write_checkpoint: tensors.bin in large sequential writes with per-tensor
+// CRC-32C, manifest last, fsync of files, rename of the directory, fsync of the parent, and only
+// then pruning beyond keep-last-K), run over the snapshot. The loop's stall is the snapshot, plus
+// the wait when a save is requested while the previous one is still writing: at most one save is
+// in flight, because a second staging area would double the host memory for a state that may be
+// tens of gigabytes, and a disk too slow for the checkpoint interval would only queue up more.
+//
+// A failed write (disk full, permission, I/O error) does not throw on the writer thread: the
+// half-written temporary directory is removed, the previous complete checkpoint is untouched, and
+// the error — path and errno text — is handed to the loop by the next call (`take_error`, which
+// the trainer calls after each save, or `save`/`wait`/`load_latest`). With `fail_on_error` those
+// calls throw io_error instead, ending the run.
+#pragma once
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/format.hpp"
+#include "trainkit/checkpoint/list.hpp"
+#include "trainkit/checkpoint/read.hpp"
+#include "trainkit/checkpoint/stager.hpp"
+#include "trainkit/checkpoint/write.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/timing.hpp"
+
+namespace trainkit::checkpoint {
+
+struct asio_checkpointer_config {
+  std::filesystem::path dir;   // one step_NNNNNNNN directory per checkpoint goes here
+  int keep_last = 0;           // keep the newest K complete checkpoints; 0 keeps all
+  bool fail_on_error = false;  // a failed background write throws io_error from the next call
+  // Fault injection for tests: called on the writer thread with the checkpoint directory about
+  // to be written (dir/step_N), before any of its files; throwing io_error there is reported
+  // exactly like a failing disk. Leave empty in real runs.
+  std::function<void(const std::filesystem::path&)> before_write = {};
+
+  /// Compares the settings; hooks compare by presence (std::function has no equality).
+  friend bool operator==(const asio_checkpointer_config& a, const asio_checkpointer_config& b) {
+    return a.dir == b.dir && a.keep_last == b.keep_last && a.fail_on_error == b.fail_on_error &&
+           bool(a.before_write) == bool(b.before_write);
+  }
+
+  void validate() const {
+    if (dir.empty()) throw config_error("checkpoint dir must not be empty");
+    if (keep_last < 0)
+      throw config_error("checkpoint keep_last must be >= 0 (0 keeps all): " +
+                         std::to_string(keep_last));
+  }
+};
+
+/// The asynchronous checkpointer over any Stager (stager.hpp). `asio_checkpointer` (below) is the
+/// host-memory one; CUDA builds compose it with the CUDA stager.
+template <stager Stager>
+class basic_asio_checkpointer {
+ public:
+  using config_type = asio_checkpointer_config;
+  using stager_type = Stager;
+
+  explicit basic_asio_checkpointer(asio_checkpointer_config config, Stager stager = Stager{})
+      : impl_(std::make_unique<impl>(std::move(config), std::move(stager))) {}
+
+  // Movable so the trainer can take it by value; the worker only ever sees the heap-allocated
+  // impl, so moving while a save is in flight is safe. A moved-from checkpointer may only be
+  // destroyed or assigned to.
+  basic_asio_checkpointer(basic_asio_checkpointer&&) noexcept = default;
+  basic_asio_checkpointer& operator=(basic_asio_checkpointer&&) noexcept = default;
+
+  /// Snapshots `state` and returns; the files are written in the background. Waits first if the
+  /// previous save is still writing (counted in `last_stall_ms`). Throws config_error for a state
+  /// that cannot be saved (device tensors without a device stager, duplicate or empty names, null
+  /// data) before copying anything, and — with `fail_on_error` — io_error when the previous save
+  /// failed (in which case this state is not saved).
+  void save(const checkpoint_state& state) { impl_->save(state); }
+
+  /// Waits for a save in flight, then fills `state` from the newest intact checkpoint (skipped
+  /// corrupt ones add to `warnings()`; see load_latest_checkpoint).
+  bool load_latest(checkpoint_state& state) { return impl_->load_latest(state); }
+
+  /// Blocks until no save is in flight (end of run, stop signal). A failed save is kept for
+  /// `take_error` — or, with `fail_on_error`, thrown as io_error.
+  void wait() { impl_->wait(); }
+
+  /// How long the last `save` blocked its caller: waiting for the previous save, plus the
+  /// snapshot.
+  double last_stall_ms() const noexcept { return impl_->last_wait_ms + impl_->last_snapshot_ms; }
+  /// The parts of `last_stall_ms`.
+  double last_wait_ms() const noexcept { return impl_->last_wait_ms; }
+  double last_snapshot_ms() const noexcept { return impl_->last_snapshot_ms; }
+
+  /// The error of a finished background save not yet reported (path and errno text), without
+  /// blocking; nullopt when there is none or the save is still writing. With `fail_on_error` it
+  /// throws io_error instead of returning it.
+  std::optional<std::string> take_error() { return impl_->take_error(); }
+
+  /// Whether a save is still being written (does not block).
+  bool in_flight() const { return impl_->in_flight(); }
+
+  /// One line per checkpoint `load_latest` skipped, for the trainer to print.
+  const std::vector<std::string>& warnings() const noexcept { return impl_->warnings; }
+  void clear_warnings() noexcept { impl_->warnings.clear(); }
+
+  /// Saves whose files are complete on disk (counted when their result is collected).
+  std::uint64_t completed_saves() const noexcept { return impl_->completed; }
+  const asio_checkpointer_config& config() const noexcept { return impl_->config; }
+  Stager& stager() noexcept { return impl_->stager_policy; }
+
+ private:
+  struct impl {
+    impl(asio_checkpointer_config c, Stager s) : config(std::move(c)), stager_policy(std::move(s)) {
+      config.validate();
+    }
+    impl(const impl&) = delete;
+    impl& operator=(const impl&) = delete;
+
+    // The pool's thread must not outlive the staging memory and the state it reads: wait for
+    // the save in flight (its error, if any, has nobody left to report to), then join.
+    ~impl() {
+      if (running.valid()) running.wait();
+      pool.join();
+    }
+
+    void save(const checkpoint_state& state) {
+      stopwatch clock;
+      last_wait_ms = last_snapshot_ms = 0;
+      const bool waited = running.valid();
+      collect(/*block=*/true);
+      if (waited) last_wait_ms = clock.lap_ms();
+      rethrow_if_fatal();
+
+      check_stageable(state);
+      const std::vector<std::uint64_t> offsets = layout(state.tensors);
+      std::byte* base = stager_policy.reserve(std::size_t(total_bytes(state.tensors, offsets)));
+      std::vector<stage_copy> copies;
+      staged = checkpoint_state{state.step, {}, state.meta};
+      for (std::size_t i = 0; i < state.tensors.size(); ++i) {
+        const state_tensor& t = state.tensors[i];
+        std::byte* at = t.bytes() > 0 ? base + offsets[i] : nullptr;
+        copies.push_back({&t, at});
+        staged.tensors.push_back({t.name, t.type, t.shape, at, false});
+      }
+      stager_policy.stage(copies);
+
+      // packaged_task is move-only and asio wants a copyable handler on some paths: share it.
+      auto task = std::make_shared<std::packaged_task<void()>>([this] { write_staged(); });
+      running = task->get_future();
+      boost::asio::post(pool, [task] { (*task)(); });
+      last_snapshot_ms = clock.lap_ms();
+    }
+
+    bool load_latest(checkpoint_state& state) {
+      collect(/*block=*/true);
+      rethrow_if_fatal();
+      bool any_device = false;
+      for (const auto& t : state.tensors) any_device = any_device || t.on_device;
+      check_device_tensors(state);
+      if (!any_device) return load_latest_checkpoint(config.dir, state, warnings);
+
+      // Device tensors are read into staging memory, then copied up by the stager.
+      const std::vector<std::uint64_t> offsets = layout(state.tensors);
+      std::byte* base = stager_policy.reserve(std::size_t(total_bytes(state.tensors, offsets)));
+      checkpoint_state host{state.step, {}, state.meta};
+      std::vector<stage_copy> copies;
+      for (std::size_t i = 0; i < state.tensors.size(); ++i) {
+        const state_tensor& t = state.tensors[i];
+        std::byte* at = t.bytes() > 0 ? base + offsets[i] : nullptr;
+        host.tensors.push_back({t.name, t.type, t.shape, at, false});
+        copies.push_back({&t, at});
+      }
+      const bool loaded = load_latest_checkpoint(config.dir, host, warnings);
+      if (loaded) {
+        stager_policy.unstage(copies);
+        state.step = host.step;
+        state.meta = std::move(host.meta);
+      }
+      return loaded;
+    }
+
+    void wait() {
+      collect(/*block=*/true);
+      rethrow_if_fatal();
+    }
+
+    std::optional<std::string> take_error() {
+      collect(/*block=*/false);
+      rethrow_if_fatal();
+      return std::exchange(pending_error, std::nullopt);
+    }
+
+    bool in_flight() const {
+      return running.valid() &&
+             running.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    }
+
+    // Device tensors are this policy's business only when the stager can read them; otherwise
+    // say so before any copying, naming the tensor and what would work.
+    void check_device_tensors(const checkpoint_state& state) const {
+      if constexpr (!Stager::reads_device_memory) {
+        for (const auto& t : state.tensors)
+          if (t.on_device)
+            throw config_error("checkpoint tensor '" + t.name +
+                               "' is in device memory, but this asio_checkpointer's stager reads "
+                               "host memory only: device tensors need the CUDA stager "
+                               "(basic_asio_checkpointer<cuda_stager>, a CUDA build)");
+      }
+    }
+
+    // Every check write_checkpoint would make on the worker, made here where it can throw to the
+    // caller: names (through check_saveable on a host-memory view) and null data.
+    void check_stageable(const checkpoint_state& state) const {
+      check_device_tensors(state);
+      checkpoint_state view{state.step, {}, {}};
+      for (const auto& t : state.tensors) {
+        if (t.data == nullptr && t.bytes() > 0)
+          throw config_error("checkpoint tensor '" + t.name + "' has no data");
+        view.tensors.push_back({t.name, t.type, t.shape, t.data, false});
+      }
+      detail::check_saveable(view);
+    }
+
+    // Staging offsets mirror the file's 64-byte alignment, so each tensor's staged copy starts
+    // on a cache line like its source usually does (memcpy at full speed).
+    static std::vector<std::uint64_t> layout(const std::vector<state_tensor>& tensors) {
+      std::vector<std::uint64_t> offsets;
+      std::uint64_t end = 0;
+      for (const auto& t : tensors) {
+        const std::uint64_t at = (end + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
+        offsets.push_back(at);
+        end = at + t.bytes();
+      }
+      return offsets;
+    }
+    static std::uint64_t total_bytes(const std::vector<state_tensor>& tensors,
+                                     const std::vector<std::uint64_t>& offsets) {
+      return tensors.empty() ? 0 : offsets.back() + tensors.back().bytes();
+    }
+
+    // Runs on the pool's thread. Nothing else touches `staged` or the staging memory until the
+    // future is collected, so no lock is needed; the future carries the error back.
+    void write_staged() {
+      const std::string name = step_dir_name(staged.step);
+      try {
+        stager_policy.wait_staged();
+        if (config.before_write) config.before_write(config.dir / name);
+        write_checkpoint(config.dir, staged, config.keep_last);
+      } catch (const std::exception& e) {
+        // Disk full must not stay full of our own wreck: remove the half-written directory so
+        // the next save has the space (write_checkpoint prunes such wrecks only on success).
+        std::error_code ec;
+        std::filesystem::remove_all(config.dir / (std::string(temporary_prefix) + name), ec);
+        throw io_error(failure_text(e.what()));
+      }
+    }
+
+    // Says whether the step made it to disk (a failure while pruning comes after the rename)
+    // and which checkpoint a resume would use now.
+    std::string failure_text(const std::string& what) const {
+      const std::string step = std::to_string(staged.step);
+      try {
+        const auto all = list_checkpoints(config.dir);
+        if (!all.empty() && all.back().step == staged.step)
+          return "checkpoint of step " + step + " is complete, but: " + what;
+        if (all.empty())
+          return "checkpoint of step " + step + " was not saved: " + what +
+                 " (no complete checkpoint exists yet)";
+        return "checkpoint of step " + step + " was not saved: " + what +
+               " (the newest complete checkpoint, step " + std::to_string(all.back().step) +
+               ", is intact)";
+      } catch (const std::exception&) {
+        return "checkpoint of step " + step + " was not saved: " + what;
+      }
+    }
+
+    // Collects the result of the save in flight, if it has finished (or, with `block`, once it
+    // has): success counts it, failure becomes `pending_error`.
+    void collect(bool block) {
+      if (!running.valid()) return;
+      if (!block && running.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+      try {
+        running.get();
+        ++completed;
+      } catch (const std::exception& e) {
+        pending_error = pending_error ? *pending_error + "; then " + e.what() : e.what();
+      }
+    }
+
+    void rethrow_if_fatal() {
+      if (config.fail_on_error && pending_error)
+        throw io_error(*std::exchange(pending_error, std::nullopt));
+    }
+
+    asio_checkpointer_config config;
+    Stager stager_policy;
+    checkpoint_state staged;    // the snapshot being written: tensors point into staging memory
+    std::future<void> running;  // the save in flight (valid until collected)
+    std::optional<std::string> pending_error;
+    std::vector<std::string> warnings;
+    std::uint64_t completed = 0;
+    double last_wait_ms = 0;
+    double last_snapshot_ms = 0;
+    // Last member: destroyed (after ~impl joined it) before the state its thread used.
+    boost::asio::thread_pool pool{1};
+  };
+
+  std::unique_ptr<impl> impl_;
+};
+
+/// The asynchronous checkpointer for states in host memory (CPU models).
+using asio_checkpointer = basic_asio_checkpointer<host_stager>;
+
+static_assert(checkpointer<asio_checkpointer>);
+
+}  // namespace trainkit::checkpoint
