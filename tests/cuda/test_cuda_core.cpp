@@ -1,8 +1,11 @@
-// Tests for trainkit/core/cuda: the cuda_error message format and device detection (these run on
-// any machine), and buffers, streams and events (these skip without a CUDA device). Compiled by
-// g++: the utilities are host-compilable by design.
+// Tests for trainkit/core/cuda and the host side of the CUDA GPT-2: the cuda_error message format,
+// device detection, the Eigen-free initialisation (must equal gpt2_cpu's bit for bit) and the
+// activation-arena plan against an independent count — these run on any machine — and buffers,
+// streams and events (these skip without a CUDA device). Compiled by g++: the utilities are
+// host-compilable by design.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -12,6 +15,9 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
+#include "trainkit/model/cuda/gpt2_host_init.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
 
 namespace {
 
@@ -112,6 +118,100 @@ TEST(CudaStream, EventsMeasureElapsedTime) {
   const float ms = trainkit::cuda::elapsed_ms(a, b);
   EXPECT_GT(ms, 0.0f);
   EXPECT_TRUE(b.ready());
+}
+
+// ---- host side of the CUDA GPT-2 -------------------------------------------------------------
+
+TEST(Gpt2CudaHost, InitialParametersEqualGpt2Cpu) {
+  for (const char* preset : {"d2", "d6"}) {
+    const auto cfg = trainkit::model::gpt2_config::preset(preset);
+    const std::vector<float> mine = trainkit::model::gpt2_initial_parameters(cfg, 1234);
+    trainkit::model::gpt2_cpu cpu(cfg, 1234);
+    ASSERT_EQ(mine.size(), cpu.parameters().size());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(mine[i]),
+                std::bit_cast<std::uint32_t>(cpu.parameters()[i]))
+          << preset << " parameter " << i;
+  }
+}
+
+// Activation bytes counted from the model's description (docs/cuda.md), not from the plan code.
+std::size_t independent_activation_bytes(const trainkit::model::gpt2_config& c, std::size_t B,
+                                         std::size_t T, int recompute) {
+  const std::size_t L = c.num_layers, C = c.channels, H = c.num_heads, N = B * T,
+                    Vp = c.padded_vocab_size, ld = (T + 7) / 8 * 8;
+  const std::size_t ln = recompute >= 2 ? 1 : L, gl = recompute >= 1 ? 1 : L;
+  std::size_t bf16 = N * C                             // encoded
+                     + 2 * ln * N * C                  // ln1, ln2
+                     + L * 3 * N * C                   // qkvr
+                     + L * B * H * T * ld              // att
+                     + 3 * L * N * C                   // atty, res2, res3
+                     + L * 4 * N * C + gl * 4 * N * C  // fch, fch_gelu
+                     + N * C + N * Vp;                 // lnf, logits
+  std::size_t f32 = 4 * L * N + 2 * N + (N + 4);       // LN stats, lnf stats, losses + flags
+  return 2 * bf16 + 4 * f32;
+}
+
+TEST(Gpt2CudaHost, ArenaPlanMatchesAnIndependentCount) {
+  struct shape {
+    const char* preset;
+    int B, T, recompute;
+  };
+  for (const shape s : {shape{"d12", 16, 1024, 0}, shape{"d12", 3, 67, 1}, shape{"d48", 8, 1024, 2},
+                        shape{"d48", 4, 1024, 0}, shape{"d2", 1, 1, 0}}) {
+    const auto cfg = trainkit::model::gpt2_config::preset(s.preset);
+    const auto plan = trainkit::model::plan_gpt2_cuda_arena(cfg, s.B, s.T, s.recompute);
+    const std::size_t expected = independent_activation_bytes(cfg, s.B, s.T, s.recompute);
+    constexpr std::size_t slots = 19, pad = trainkit::model::gpt2_cuda_arena_plan::alignment;
+    EXPECT_GE(plan.activation_bytes, expected) << s.preset;
+    EXPECT_LT(plan.activation_bytes, expected + slots * pad) << s.preset;
+    // Slots are aligned and do not overlap.
+    const trainkit::model::arena_slot all[] = {
+        plan.encoded,   plan.ln1,    plan.ln1_mean, plan.ln1_rstd, plan.qkvr,     plan.att,
+        plan.atty,      plan.res2,   plan.ln2,      plan.ln2_mean, plan.ln2_rstd, plan.fch,
+        plan.fch_gelu,  plan.res3,   plan.lnf,      plan.lnf_mean, plan.lnf_rstd, plan.logits,
+        plan.losses,    plan.qkv,    plan.proj,     plan.scores,   plan.dscores,  plan.heads,
+        plan.dqkvr,     plan.dres,   plan.dln,      plan.datty,    plan.dfch,     plan.ln_partial,
+        plan.bias_grad, plan.buckets};
+    std::size_t end = 0;
+    for (const auto& a : all) {
+      EXPECT_EQ(a.offset % pad, 0u);
+      EXPECT_GE(a.offset, end);
+      EXPECT_GT(a.bytes, 0u);
+      end = a.offset + a.bytes;
+    }
+    EXPECT_LE(end, plan.total_bytes);
+    EXPECT_EQ(plan.total_bytes, plan.activation_bytes + plan.scratch_bytes);
+  }
+}
+
+TEST(Gpt2CudaHost, RecomputeSavesWhatItShould) {
+  const auto cfg = trainkit::model::gpt2_config::preset("d48");
+  const std::size_t L = 48, C = 1600, N = 8 * 1024;
+  const auto r0 = trainkit::model::plan_gpt2_cuda_arena(cfg, 8, 1024, 0);
+  const auto r1 = trainkit::model::plan_gpt2_cuda_arena(cfg, 8, 1024, 1);
+  const auto r2 = trainkit::model::plan_gpt2_cuda_arena(cfg, 8, 1024, 2);
+  EXPECT_EQ(r0.activation_bytes - r1.activation_bytes, (L - 1) * N * 4 * C * 2);
+  EXPECT_EQ(r1.activation_bytes - r2.activation_bytes, 2 * (L - 1) * N * C * 2);
+  EXPECT_EQ(r0.scratch_bytes, r2.scratch_bytes);
+}
+
+TEST(Gpt2CudaHost, MemoryReport) {
+  const auto cfg = trainkit::model::gpt2_config::preset("d12");
+  const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0);
+  EXPECT_EQ(r.parameters, cfg.num_parameters() * 2);
+  EXPECT_EQ(r.gradients, r.parameters);
+  EXPECT_GE(r.scratch, trainkit::model::gpt2_cuda_cublas_workspace_bytes);
+  EXPECT_EQ(r.total(), r.parameters + r.gradients + r.activations + r.scratch);
+  // d12 at B=16, T=1024 with everything kept: llm.c needs ~10 GiB of activations; ours keeps
+  // fp32-free bf16 activations plus bf16 attention matrices, so it must stay in that range.
+  EXPECT_GT(r.activations, std::size_t(8) << 30);
+  EXPECT_LT(r.activations, std::size_t(20) << 30);
+  const std::string text = r.to_string();
+  EXPECT_NE(text.find("parameters 237.4 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("total"), std::string::npos) << text;
+  EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 2048, 0), trainkit::config_error);
+  EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 64, 3), trainkit::config_error);
 }
 
 }  // namespace
