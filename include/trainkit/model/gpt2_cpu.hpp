@@ -131,8 +131,9 @@ class basic_gpt2_cpu {
     forward_trunk(inputs.data());
     const std::size_t N = std::size_t(B) * T, Vp = std::size_t(config_.padded_vocab_size);
     logits_out_.resize(N * Vp);
-    detail::matmul_forward(logits_out_.data(), act_.lnf.data(), tensor(wte), detail::index(N),
-                           config_.channels, config_.padded_vocab_size);
+    detail::matmul_forward<Scalar>(logits_out_.data(), act_.lnf.data(), tensor(wte), nullptr,
+                                   nullptr, detail::index(N), config_.channels,
+                                   config_.padded_vocab_size);
     return {logits_out_.data(), logits_out_.size()};
   }
 
@@ -288,18 +289,18 @@ class basic_gpt2_cpu {
       Scalar* res3 = a.res3.data() + l * NC;
       k::layernorm_forward(ln1, a.ln1_mean.data() + l * N, a.ln1_rstd.data() + l * N, x,
                            tensor(ln1w) + l * C, tensor(ln1b) + l * C, N, C);
-      k::matmul_forward(qkv, ln1, tensor(qkvw) + std::size_t(l) * 3 * C * C, N, C, 3 * C);
-      k::add_bias_residual<Scalar>(qkv, tensor(qkvb) + l * 3 * C, nullptr, N, 3 * C);
+      k::matmul_forward<Scalar>(qkv, ln1, tensor(qkvw) + std::size_t(l) * 3 * C * C,
+                                tensor(qkvb) + l * 3 * C, nullptr, N, C, 3 * C);
       k::attention_forward(atty, a.att.data() + l * BHTT, qkv, B, T, C, H);
-      k::matmul_forward(res2, atty, tensor(attprojw) + std::size_t(l) * C * C, N, C, C);
-      k::add_bias_residual(res2, tensor(attprojb) + l * C, x, N, C);
+      k::matmul_forward(res2, atty, tensor(attprojw) + std::size_t(l) * C * C,
+                        tensor(attprojb) + l * C, x, N, C, C);
       k::layernorm_forward(ln2, a.ln2_mean.data() + l * N, a.ln2_rstd.data() + l * N, res2,
                            tensor(ln2w) + l * C, tensor(ln2b) + l * C, N, C);
-      k::matmul_forward(fch, ln2, tensor(fcw) + std::size_t(l) * 4 * C * C, N, C, 4 * C);
-      k::add_bias_residual<Scalar>(fch, tensor(fcb) + l * 4 * C, nullptr, N, 4 * C);
+      k::matmul_forward<Scalar>(fch, ln2, tensor(fcw) + std::size_t(l) * 4 * C * C,
+                                tensor(fcb) + l * 4 * C, nullptr, N, C, 4 * C);
       k::gelu_forward(fch_gelu, fch, 4 * N * C);
-      k::matmul_forward(res3, fch_gelu, tensor(fcprojw) + std::size_t(l) * 4 * C * C, N, 4 * C, C);
-      k::add_bias_residual(res3, tensor(fcprojb) + l * C, res2, N, C);
+      k::matmul_forward(res3, fch_gelu, tensor(fcprojw) + std::size_t(l) * 4 * C * C,
+                        tensor(fcprojb) + l * C, res2, N, 4 * C, C);
     }
     const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
     k::layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, tensor(lnfw),
@@ -318,7 +319,7 @@ class basic_gpt2_cpu {
     for (k::index r0 = 0; r0 < N; r0 += chunk) {
       const k::index rows = std::min(chunk, N - r0);
       const Scalar* lnf = act_.lnf.data() + r0 * C;
-      k::matmul_forward(logits, lnf, tensor(wte), rows, C, Vp);
+      k::matmul_forward<Scalar>(logits, lnf, tensor(wte), nullptr, nullptr, rows, C, Vp);
       k::softmax_crossentropy(logits, act_.losses.data() + r0, targets + r0, rows, V, Vp, backward,
                               dloss);
       if (backward)  // dlogits now in `logits`, zero in the padded columns

@@ -29,7 +29,7 @@
 #define TRAINKIT_OMP_PARALLEL_FOR_IF(cond) \
   TRAINKIT_PRAGMA(omp parallel for schedule(static) if (cond))
 #else
-#define TRAINKIT_OMP_PARALLEL_FOR_IF(cond)
+#define TRAINKIT_OMP_PARALLEL_FOR_IF(cond) (void)(cond);
 #endif
 
 namespace trainkit::model::detail {
@@ -136,16 +136,22 @@ void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, cons
 
 // ---- linear layers ------------------------------------------------------------------------------
 
-/// out (=, or += when `add`) lhs · rhs, for Eigen expressions over row-major maps.
+/// How gemm() cuts `out` between threads: along the longer side, or by rows when the epilogue
+/// needs whole rows (a bias gradient summed per output row of dW).
+enum class split { longer_side, rows };
+
+/// out (=, or += when `add`) lhs · rhs for Eigen expressions over row-major maps, then
+/// epilogue(r0, nr, c0, nc) on each block of `out` once its product is done.
 ///
-/// Each OpenMP thread computes one contiguous slab of `out` (columns when it is at least as wide
-/// as tall, else rows) with a single-threaded Eigen GEMM, so threads meet once, at the end.
-/// Eigen's own parallel GEMM shares packed panels between threads and spin-waits on them many
-/// times per product, which is ruinous when another process holds one of the cores (measured on
-/// the 2-core build machine: 1–6 GFLOP/s instead of ~25 per thread). Slabs are fixed by the
-/// shapes and the thread count, so results do not depend on scheduling.
-template <class Out, class Lhs, class Rhs>
-void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add) {
+/// Each OpenMP thread computes one contiguous slab of `out` with a single-threaded Eigen GEMM and
+/// runs the epilogue (bias, residual, bias gradient) on it while the slab is still in cache, so
+/// threads meet once per layer product. Eigen's own parallel GEMM shares packed panels between
+/// threads and spin-waits on them many times per product, which is ruinous when another process
+/// holds one of the cores (measured on the shared 2-core build machine: 1–6 GFLOP/s instead of
+/// ~25). Slabs are fixed by the shapes and the thread count, so results do not depend on
+/// scheduling.
+template <class Out, class Lhs, class Rhs, class Epilogue>
+void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add, split how, Epilogue&& epilogue) {
   auto run = [&](auto&& o, const auto& l, const auto& r) {
     if (add)
       o.noalias() += l * r;
@@ -159,11 +165,14 @@ void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add) {
   if (double(rows) * double(cols) * double(lhs.cols()) >= 2e6 && !omp_in_parallel())
     threads = omp_get_max_threads();
 #endif
-  if (threads <= 1) {  // small: Eigen's own heuristics decide
+  if (threads <= 1) {  // small (or no OpenMP): Eigen's own heuristics decide
+    (void)how;
     run(out, lhs, rhs);
+    epilogue(index(0), rows, index(0), cols);
     return;
   }
-  const bool split_cols = cols >= rows;
+#if defined(_OPENMP)
+  const bool split_cols = how == split::longer_side && cols >= rows;
   const index extent = split_cols ? cols : rows;
   constexpr index granule = 16;  // slab edges on whole AVX-512 packets
   const index per = ((extent + threads - 1) / threads + granule - 1) / granule * granule;
@@ -172,55 +181,49 @@ void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add) {
     const index begin = index(omp_get_thread_num()) * per;
     const index n = std::min(per, extent - begin);
     if (n > 0) {
-      if (split_cols)
+      if (split_cols) {
         run(out.middleCols(begin, n), lhs, rhs.middleCols(begin, n));
-      else
+        epilogue(index(0), rows, begin, n);
+      } else {
         run(out.middleRows(begin, n), lhs.middleRows(begin, n), rhs);
+        epilogue(begin, n, index(0), cols);
+      }
     }
   }
+#endif
 }
 
-/// out (N, OC) = inp (N, IC) · wᵀ, w (OC, IC) as in PyTorch's nn.Linear and llm.c.
+/// out (N, OC) = inp (N, IC) · wᵀ + bias (+ residual), w (OC, IC) as in PyTorch's nn.Linear and
+/// llm.c. `bias` and `residual` (N, OC) may be null; the residual add is the transformer block's.
 template <class S>
-void matmul_forward(S* out, const S* inp, const S* w, index N, int IC, int OC) {
+void matmul_forward(S* out, const S* inp, const S* w, const S* bias, const S* residual, index N,
+                    int IC, int OC) {
   gemm(matrix_map<S>(out, N, OC), const_matrix_map<S>(inp, N, IC),
-       const_matrix_map<S>(w, OC, IC).transpose(), false);
+       const_matrix_map<S>(w, OC, IC).transpose(), false, split::longer_side,
+       [&](index r0, index nr, index c0, index nc) {
+         if (!bias && !residual) return;
+         for (index r = r0; r < r0 + nr; ++r) {
+           array_map<S> y(out + r * OC + c0, nc);
+           if (bias) y += const_array_map<S>(bias + c0, nc);
+           if (residual) y += const_array_map<S>(residual + r * OC + c0, nc);
+         }
+       });
 }
 
-/// out[r] += bias (+ residual[r]): the bias of a linear layer, fused with the residual add.
-template <class S>
-void add_bias_residual(S* out, const S* bias, const S* residual, index N, int C) {
-  const_array_map<S> b(bias, C);
-  const bool big = N * C >= parallel_threshold;
-  TRAINKIT_OMP_PARALLEL_FOR_IF(big)
-  for (index r = 0; r < N; ++r) {
-    array_map<S> y(out + r * C, C);
-    if (residual)
-      y += b + const_array_map<S>(residual + r * C, C);
-    else
-      y += b;
-  }
-}
-
-/// dinp = dout · w (assigned); dw += doutᵀ · inp; db += Σ_rows dout (db may be null).
+/// dinp = dout · w (assigned); dw += doutᵀ · inp; db += Σ_rows dout (db may be null), each bias
+/// element summed over rows in order by the thread that owns its row of dw.
 template <class S>
 void matmul_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w, index N,
                      int IC, int OC) {
   const_matrix_map<S> dy(dout, N, OC);
-  gemm(matrix_map<S>(dinp, N, IC), dy, const_matrix_map<S>(w, OC, IC), false);
-  gemm(matrix_map<S>(dw, OC, IC), dy.transpose(), const_matrix_map<S>(inp, N, IC), true);
-  if (db) {
-    // Channel blocks in parallel, rows in order within each: deterministic and vectorised.
-    constexpr index block = 256;
-    const index blocks = (OC + block - 1) / block;
-    const bool big = N * OC >= parallel_threshold;
-    TRAINKIT_OMP_PARALLEL_FOR_IF(big)
-    for (index k = 0; k < blocks; ++k) {
-      const index c0 = k * block, n = std::min<index>(block, OC - c0);
-      array_map<S> gb(db + c0, n);
-      for (index r = 0; r < N; ++r) gb += const_array_map<S>(dout + r * OC + c0, n);
-    }
-  }
+  gemm(matrix_map<S>(dinp, N, IC), dy, const_matrix_map<S>(w, OC, IC), false, split::longer_side,
+       [](index, index, index, index) {});
+  gemm(matrix_map<S>(dw, OC, IC), dy.transpose(), const_matrix_map<S>(inp, N, IC), true,
+       split::rows, [&](index o0, index no, index, index) {
+         if (!db) return;
+         array_map<S> gb(db + o0, no);
+         for (index r = 0; r < N; ++r) gb += const_array_map<S>(dout + r * OC + o0, no);
+       });
 }
 
 // ---- GELU (tanh approximation, as GPT-2) --------------------------------------------------------
