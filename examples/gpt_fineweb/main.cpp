@@ -1,5 +1,5 @@
 // gpt_fineweb — the flagship example: train GPT-2 on FineWeb shards (or the embedded corpus),
-// tokenize text into shards (`prepare`), and summarise any metrics file (`report`).
+// tokenize text into shards (`prepare`, prepare.hpp), and summarise any metrics file (`report`).
 //
 // Library code throws; this program turns a trainkit::config_error / format_error / io_error (a
 // bad flag, a bad or unreadable file) into one line on stderr and exit code 2. The
@@ -20,6 +20,7 @@
 #include <trainkit/trainkit.hpp>
 
 #include "default_corpus.hpp"
+#include "prepare.hpp"
 #include "train_options.hpp"
 
 #if defined(_OPENMP)
@@ -196,6 +197,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("trainkit ") + TRAINKIT_VERSION_STRING);
   train_options train;
   add_train_options(app, train);
+  prepare_options prep;
+  auto* prepare = app.add_subcommand("prepare", "Tokenize text / JSONL into llm.c token shards");
+  add_prepare_options(*prepare, prep);
   std::string report_path;
   auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
   report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
@@ -215,6 +219,7 @@ int main(int argc, char** argv) {
 
   try {
     tk::install_stop_handlers();
+    if (*prepare) return run_prepare(prep, std::cout);
     if (*report) return run_report(report_path);
     return run_train(train);
   } catch (const tk::config_error& e) {

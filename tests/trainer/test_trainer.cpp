@@ -239,7 +239,9 @@ TEST(Trainer, EvaluatesOnSchedule) {
   for (const auto& m : r.steps) {
     const bool expect_eval = m.step % 3 == 0 || m.step == 7;
     EXPECT_EQ(!std::isnan(m.val_loss), expect_eval) << m.step;
-    if (expect_eval) EXPECT_GT(m.eval_ms, 0);
+    if (expect_eval) {
+      EXPECT_GT(m.eval_ms, 0);
+    }
   }
   // Evaluation starts from the beginning of the validation data every time: evaluating twice in
   // a row on unchanged weights gives the same number.

@@ -162,8 +162,9 @@ class trainer {
   /// Restores the newest valid checkpoint; returns false when there is none.
   bool resume() {
     checkpoint::checkpoint_state state = gather_state();
-    if (!checkpointer_.load_latest(state)) return false;
-    print_checkpointer_warnings();
+    const bool loaded = checkpointer_.load_latest(state);
+    print_checkpointer_warnings();  // skipped corrupt checkpoints, also when none was usable
+    if (!loaded) return false;
     if (auto it = state.meta.find("model"); it != state.meta.end()) {
       auto mine = cfg_.meta.find("model");
       if (mine != cfg_.meta.end() && mine->second != it->second)
