@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <trainkit/checkpoint/asio_checkpointer.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include "default_corpus.hpp"
@@ -143,8 +144,11 @@ int run_train(const train_options& o) {
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
   if (o.ckpt_mode == "sync")
     return train_with(o, tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep}));
-  throw tk::config_error("--ckpt-mode async: the Boost.Asio checkpointer is not built yet; "
-                         "use sync or none");
+  // async: saves snapshot the state and write it on a background thread; run() waits for the
+  // last one before it returns, also after SIGINT/SIGTERM.
+  return train_with(o, tk::checkpoint::asio_checkpointer({.dir = o.ckpt_dir,
+                                                          .keep_last = o.ckpt_keep,
+                                                          .fail_on_error = o.ckpt_fatal}));
 }
 
 /// `gpt_fineweb report METRICS.jsonl`: the end-of-run report for any metrics file.

@@ -35,6 +35,7 @@ struct train_options {
   int ckpt_every = 0;
   int ckpt_keep = 3;
   std::string ckpt_mode = "none";
+  bool ckpt_fatal = false;  // async: a failed checkpoint write ends the run (default: warning)
   bool resume = false;
   std::string init_from;
   std::string export_path;
@@ -101,6 +102,8 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--ckpt-keep", o.ckpt_keep, "keep the last K checkpoints (0 = all)");
   app.add_option("--ckpt-mode", o.ckpt_mode, "none, sync or async")
       ->check(CLI::IsMember({"none", "sync", "async"}));
+  app.add_flag("--ckpt-fatal", o.ckpt_fatal,
+               "async: a failed checkpoint write ends the run (exit 2) instead of a warning");
   app.add_flag("--resume", o.resume, "continue from the newest valid checkpoint in --ckpt-dir");
   app.add_option("--init-from", o.init_from, "initialise from an llm.c model file (.bin)");
   app.add_option("--export", o.export_path, "write the trained model as an llm.c model file");
