@@ -1,0 +1,247 @@
+// trainkit/optim/adamw_cuda.hpp — AdamW for models in device memory with bf16 parameters
+// (gpt2_cuda): fp32 master weights and moments, one fused update kernel, device-side clipping.
+//
+// The math is adamw_cpu's (same `adamw_config`, decoupled weight decay only on tensors whose
+// tensor_info::weight_decay is set, bias correction with t = steps taken, clipping by the global
+// norm before the update). What differs is where numbers live: the model's bf16 parameters are
+// only a rounded copy of fp32 master weights kept here (initialised from the model's parameters
+// at construction), so updates far below a bf16 ulp accumulate instead of vanishing; after each
+// update the master weights are rounded back into the model (to nearest even; stochastic
+// rounding is an option, off by default because it makes runs depend on the seed).
+//
+// One step is four launches on the optimizer's own stream: CUB's sum of squares (double), a
+// one-thread kernel turning it into the clipping factor, the fused update (reads the factor from
+// device memory, so clipping needs no host round trip), and a 4-byte copy of the norm to pinned
+// host memory — the one synchronisation, because step() returns the norm and, like gpt2_cuda,
+// returns with its device work finished (so the model's next forward on its own stream is ordered
+// after the update without any event).
+// Kernels: optim/cuda/adamw.cuh. Needs nvcc; link trainkit::cuda.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/bf16.hpp"
+#include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/adamw_config.hpp"
+#include "trainkit/optim/cuda/adamw.cuh"
+
+namespace trainkit::optim {
+
+/// Settings of adamw_cuda that adamw_cpu does not have (adamw_config stays shared).
+struct adamw_cuda_options {
+  bool stochastic_rounding = false;  // bf16 write-back: stochastic instead of nearest-even
+  std::uint64_t seed = 0;            // stochastic rounding's hash seed
+
+  friend bool operator==(const adamw_cuda_options&, const adamw_cuda_options&) = default;
+};
+
+/// A device-memory model with bf16 parameters, which adamw_cuda can update.
+template <class M>
+concept bf16_device_model = model::model<M> &&
+    std::same_as<typename M::memory_space, device_memory> &&
+    std::same_as<typename M::parameter_type, trainkit::bf16>;
+
+class adamw_cuda {
+  using bf16_t = kernels::bf16_t;
+
+ public:
+  using memory_space = device_memory;
+  using parameter_type = trainkit::bf16;
+  using config_type = adamw_config;
+
+  /// fp32 master weights from the model's bf16 parameters, zeroed moments, the decay segments of
+  /// its layout. Throws config_error (bad config, a layout that leaves the buffer or needs more
+  /// than kernels::max_segments segments) or cuda_error.
+  template <bf16_device_model M>
+  adamw_cuda(const M& model, adamw_config config, adamw_cuda_options options = {})
+      : config_(config),
+        options_(options),
+        layout_(model.parameter_layout().begin(), model.parameter_layout().end()),
+        n_(static_cast<std::size_t>(model.num_parameters())) {
+    config_.validate();
+    build_segments();
+    master_ = cuda::device_buffer<float>(n_);
+    m_ = cuda::device_buffer<float>(n_);
+    v_ = cuda::device_buffer<float>(n_);
+    sum_sq_ = cuda::device_buffer<double>(1);
+    norm_and_scale_ = cuda::device_buffer<float>(2);
+    host_norm_ = cuda::pinned_buffer<float>(2);
+    temp_bytes_ = kernels::sum_of_squares_temp_bytes(n_);
+    temp_ = cuda::device_buffer<std::byte>(std::max<std::size_t>(temp_bytes_, 1));
+    m_.fill_bytes_async(0, stream_);
+    v_.fill_bytes_async(0, stream_);
+    // parameters() is not const in the Model concept; it is only read here.
+    load_master(const_cast<M&>(model).parameters());
+  }
+
+  adamw_cuda(adamw_cuda&&) noexcept = default;
+  adamw_cuda& operator=(adamw_cuda&&) noexcept = default;
+  adamw_cuda(const adamw_cuda&) = delete;
+  adamw_cuda& operator=(const adamw_cuda&) = delete;
+
+  /// One AdamW update from the model's gradients at learning rate `lr`; returns the global
+  /// gradient norm before clipping. The model must have finished writing its gradients (gpt2_cuda
+  /// returns with its work done). Returns with the update finished.
+  template <bf16_device_model M>
+  float step(M& model, float lr) {
+    const std::span<trainkit::bf16> params = model.parameters();
+    const std::span<trainkit::bf16> grads = model.gradients();
+    if (params.size() != n_ || grads.size() != n_)
+      throw config_error("adamw_cuda: model has " + std::to_string(params.size()) +
+                         " parameters and " + std::to_string(grads.size()) +
+                         " gradients but the optimizer was built for " + std::to_string(n_));
+    const cudaStream_t s = stream_.get();
+    const bf16_t* g = as_device(grads.data());
+    kernels::sum_of_squares(sum_sq_.data(), g, n_, temp_.data(), temp_bytes_, s);
+    kernels::clip_factor(norm_and_scale_.data(), sum_sq_.data(), double(config_.grad_clip), s);
+
+    ++step_;
+    const double t = static_cast<double>(step_);
+    kernels::update_constants k;
+    k.lr = lr;
+    k.beta1 = config_.beta1;
+    k.one_minus_beta1 = 1.0f - config_.beta1;
+    k.beta2 = config_.beta2;
+    k.one_minus_beta2 = 1.0f - config_.beta2;
+    k.bias1 = static_cast<float>(1.0 - std::pow(double(config_.beta1), t));
+    k.bias2 = static_cast<float>(1.0 - std::pow(double(config_.beta2), t));
+    k.eps = config_.eps;
+    k.stochastic_rounding = options_.stochastic_rounding;
+    k.seed = options_.seed;
+    k.step = step_;
+    kernels::adamw_update(as_device(params.data()), master_.data(), m_.data(), v_.data(), g,
+                          norm_and_scale_.data(), table_, k, s);
+    cuda::copy_to_host_async(host_norm_.span(), norm_and_scale_.data(), s);
+    stream_.synchronize();
+    return host_norm_[0];
+  }
+
+  /// Updates applied so far (t in the bias correction); restored with `state()`.
+  std::uint64_t steps_taken() const noexcept { return step_; }
+
+  /// "optim.master" (fp32 master weights), "optim.m", "optim.v" — shape {N}, device memory
+  /// (on_device = true) — and "optim.step" (u64 {1}, host). Views of this optimizer's storage.
+  std::vector<state_tensor> state() {
+    const auto n = static_cast<std::int64_t>(n_);
+    std::vector<state_tensor> out;
+    auto device_tensor = [n](const char* name, cuda::device_buffer<float>& buf) {
+      state_tensor t = make_state_tensor(name, buf.device_span(), {n});
+      t.on_device = true;
+      return t;
+    };
+    out.push_back(device_tensor("optim.master", master_));
+    out.push_back(device_tensor("optim.m", m_));
+    out.push_back(device_tensor("optim.v", v_));
+    out.push_back(make_state_tensor("optim.step", std::span<std::uint64_t>(&step_, 1), {1}));
+    return out;
+  }
+
+  /// Re-reads the master weights from the model's bf16 parameters (after replacing them, e.g.
+  /// copy_parameters_from_host). Moments and step count are kept.
+  template <bf16_device_model M>
+  void reload_master(M& model) {
+    load_master(model.parameters());
+  }
+
+  /// The fp32 master weights, copied to the host (tests, exports at full precision).
+  std::vector<float> master_to_host() const {
+    std::vector<float> out(n_);
+    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    cuda::copy_to_host(std::span<float>(out), master_.data());
+    return out;
+  }
+
+  const adamw_config& config() const noexcept { return config_; }
+  const adamw_cuda_options& options() const noexcept { return options_; }
+  std::span<const tensor_info> parameter_layout() const noexcept { return layout_; }
+  /// The stream the optimizer's kernels run on.
+  cudaStream_t stream() const noexcept { return stream_.get(); }
+
+ private:
+  static bf16_t* as_device(trainkit::bf16* p) noexcept { return reinterpret_cast<bf16_t*>(p); }
+
+  void load_master(std::span<trainkit::bf16> params) {
+    if (params.size() != n_)
+      throw config_error("adamw_cuda: model has " + std::to_string(params.size()) +
+                         " parameters, the optimizer was built for " + std::to_string(n_));
+    kernels::bf16_to_float(master_.data(), as_device(params.data()), n_, stream_.get());
+    stream_.synchronize();
+  }
+
+  // Sorted, disjoint segments covering [0, N) (adamw_cpu's rule: elements no tensor names get no
+  // decay), each cut into kernels::update_chunk-element chunks numbered consecutively.
+  void build_segments() {
+    std::vector<const tensor_info*> sorted;
+    for (const tensor_info& t : layout_) sorted.push_back(&t);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
+    std::vector<kernels::update_segment> segs;
+    auto add = [&](std::size_t begin, std::size_t end, bool decay) {
+      segs.push_back({begin, end, 0, decay ? config_.weight_decay : 0.0f});
+    };
+    std::size_t cursor = 0;
+    for (const tensor_info* t : sorted) {
+      const std::size_t end = t->offset + t->numel();
+      if (end > n_ || end < t->offset)
+        throw config_error("adamw_cuda: tensor '" + t->name + "' (offset " +
+                           std::to_string(t->offset) + ", " + std::to_string(t->numel()) +
+                           " elements) lies outside the model's " + std::to_string(n_) +
+                           " parameters");
+      if (t->offset < cursor)
+        throw config_error("adamw_cuda: tensor '" + t->name + "' overlaps the tensor before it");
+      if (t->offset > cursor) add(cursor, t->offset, false);
+      if (end > t->offset) add(t->offset, end, t->weight_decay);
+      cursor = end;
+    }
+    if (cursor < n_) add(cursor, n_, false);
+    if (segs.size() > std::size_t(kernels::max_segments))
+      throw config_error("adamw_cuda: the parameter layout splits into " +
+                         std::to_string(segs.size()) + " segments; the update kernel takes at most " +
+                         std::to_string(kernels::max_segments));
+    std::uint64_t chunks = 0;
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      segs[i].first_chunk = std::uint32_t(chunks);
+      chunks += (segs[i].end - segs[i].begin + kernels::update_chunk - 1) / kernels::update_chunk;
+      table_.seg[i] = segs[i];
+    }
+    if (chunks > 0x7fffffffull)
+      throw config_error("adamw_cuda: " + std::to_string(n_) +
+                         " parameters need more blocks than one launch allows");
+    table_.count = int(segs.size());
+    table_.total_chunks = std::uint32_t(chunks);
+  }
+
+  adamw_config config_;
+  adamw_cuda_options options_;
+  std::vector<tensor_info> layout_;
+  std::size_t n_ = 0;
+  kernels::segment_table table_{};
+  cuda::stream stream_{true};
+  cuda::device_buffer<float> master_;  // (N,) fp32 master weights
+  cuda::device_buffer<float> m_;       // (N,) first moment
+  cuda::device_buffer<float> v_;       // (N,) second moment
+  cuda::device_buffer<double> sum_sq_;          // (1,) Σ g²
+  cuda::device_buffer<float> norm_and_scale_;   // (2,) norm, clipping factor
+  cuda::pinned_buffer<float> host_norm_;        // (2,)
+  cuda::device_buffer<std::byte> temp_;         // CUB temporary storage
+  std::size_t temp_bytes_ = 0;
+  std::uint64_t step_ = 0;
+};
+
+}  // namespace trainkit::optim
