@@ -23,6 +23,9 @@
 #include "default_corpus.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
+#if defined(TRAINKIT_HAS_CUDA)
+#include "train_cuda.hpp"
+#endif
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -137,8 +140,13 @@ int run_train(const train_options& o) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
-  if (o.device == "cuda")
+  if (o.device == "cuda") {
+#if defined(TRAINKIT_HAS_CUDA)
+    return run_train_cuda(o);  // train_cuda.cu
+#else
     throw tk::config_error("--device cuda: this build has no CUDA policies yet (CPU only)");
+#endif
+  }
   if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
   if (o.ckpt_dir.empty())
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
