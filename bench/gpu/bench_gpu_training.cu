@@ -1,0 +1,178 @@
+// bench_gpu_training — training-step throughput and MFU of gpt2_cuda + adamw_cuda on one GPU.
+//
+// For each case (d12 and d48 at T = 1024, B chosen to fit) it times whole optimizer steps —
+// zero_grad, forward_backward, adamw_cuda::step, exactly the trainer's device work — after warm-up
+// steps, over two device batches of random tokens used in turn (the model reads token ids only,
+// so their values do not change the work; random, never zeros, per METHOD.md). Every public call
+// returns with its device work finished, so a host clock around a step measures the device time.
+// MFU = flops_per_token (6N + 12LCT) × tokens/s over the device's dense bf16 peak from
+// core/device_info.hpp's table (989 TFLOP/s for H100/H200 SXM). The optimizer's share is timed on
+// its own too. Weights are a cheap deterministic fill instead of the GPT-2 initialisation, which
+// for d48 would spend most of the budget sampling 1.5 B normals on one CPU core.
+// Prints one line per case and a table last: figure, goal, met.
+//   bench_gpu_training [--quick]     (--quick: d12 only, fewer steps)
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/device.hpp"
+#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/optim/adamw_cuda.hpp"
+
+namespace tk = trainkit;
+
+namespace {
+
+struct bench_case {
+  const char* preset;
+  int batch;  // first B tried; halved while the arena does not fit
+  int seq;
+  int recompute;
+  double mfu_goal;  // fraction of peak
+};
+
+// Goals: llm.c-class fused bf16 training on Hopper. d12 is small enough that the classifier
+// and the attention (materialised T×T) keep it below the big model.
+constexpr bench_case cases[] = {
+    {"d12", 32, 1024, 0, 0.40},
+    {"d48", 16, 1024, 1, 0.45},
+};
+
+struct result {
+  std::string name;
+  int batch = 0;
+  double step_ms = 0, optimizer_ms = 0, tok_per_s = 0, tflops = 0, mfu = 0, goal = 0;
+  double memory_gib = 0;
+  bool ok = false;
+  std::string error;
+};
+
+double now_ms() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+std::vector<float> cheap_weights(std::size_t n) {
+  std::vector<float> w(n);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (auto& v : w) {  // uniform in ±0.02, about GPT-2's init scale
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = (float((x >> 40) & 0xffffff) / float(1 << 24) - 0.5f) * 0.04f;
+  }
+  return w;
+}
+
+result run_case(const bench_case& c, int steps, int warmup, double peak) {
+  result r;
+  r.goal = c.mfu_goal;
+  const auto cfg = tk::model::gpt2_config::preset(c.preset);
+  r.name = std::string(c.preset) + " T=" + std::to_string(c.seq);
+  const std::vector<float> weights = cheap_weights(cfg.num_parameters());
+  for (int B = c.batch; B >= 1; B /= 2) {
+    try {
+      tk::model::gpt2_cuda_options mo;
+      mo.recompute = c.recompute;
+      mo.batch_size = B;
+      mo.seq_len = c.seq;
+      tk::model::gpt2_cuda m(cfg, std::span<const float>(weights), mo);
+      tk::optim::adamw_cuda opt(m, tk::optim::adamw_config{});
+      const std::size_t N = std::size_t(B) * c.seq;
+      std::mt19937_64 rng(7);
+      std::uniform_int_distribution<std::int32_t> tok(0, cfg.vocab_size - 1);
+      std::vector<tk::cuda::device_buffer<std::int32_t>> tokens;
+      for (int i = 0; i < 4; ++i) {  // inputs and targets of two batches
+        std::vector<std::int32_t> h(N);
+        for (auto& t : h) t = tok(rng);
+        tokens.emplace_back(N);
+        tk::cuda::copy_to_device(tokens.back().data(), std::span<const std::int32_t>(h));
+      }
+      auto step = [&](int i, double* opt_ms) {
+        const int k = (i % 2) * 2;
+        m.zero_grad();
+        (void)m.forward_backward({tokens[k].data(), tokens[k + 1].data(), B, c.seq}, 1.0f);
+        const double t0 = now_ms();
+        (void)opt.step(m, 1e-4f);
+        if (opt_ms) *opt_ms += now_ms() - t0;
+      };
+      for (int i = 0; i < warmup; ++i) step(i, nullptr);
+      double opt_total = 0;
+      const double t0 = now_ms();
+      for (int i = 0; i < steps; ++i) step(i, &opt_total);
+      const double total = now_ms() - t0;
+      r.batch = B;
+      r.step_ms = total / steps;
+      r.optimizer_ms = opt_total / steps;
+      r.tok_per_s = double(N) / (r.step_ms / 1e3);
+      r.tflops = m.flops_per_token(c.seq) * r.tok_per_s / 1e12;
+      r.mfu = peak > 0 ? r.tflops / peak : 0;
+      const auto mem = tk::cuda::device_memory_info();
+      r.memory_gib = double(mem.total - mem.free) / double(1ull << 30);
+      r.ok = true;
+      return r;
+    } catch (const tk::cuda_error& e) {
+      r.error = e.what();
+      if (std::strstr(e.what(), "cudaErrorMemoryAllocation") == nullptr) return r;
+      std::printf("  %s B=%d does not fit (%s), halving B\n", c.preset, B, e.what());
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      return r;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (!tk::cuda::device_present()) {
+    std::printf("bench_gpu_training: no CUDA device present; nothing measured\n");
+    return 0;
+  }
+  const auto dev = tk::cuda::query_device();
+  const double peak = tk::cuda::device_peak_tflops(dev).value_or(0.0);
+  std::printf("device %s, %d SMs, %.1f GiB, dense bf16 peak %.0f TFLOP/s (table)\n",
+              dev.name.c_str(), dev.sm_count, double(dev.total_memory) / double(1ull << 30), peak);
+  std::vector<result> results;
+  for (const auto& c : cases) {
+    if (quick && std::strcmp(c.preset, "d12") != 0) continue;
+    const int steps = quick ? 5 : 10, warmup = quick ? 2 : 3;
+    std::printf("running %s (B=%d T=%d recompute=%d, %d warm-up + %d timed steps)...\n", c.preset,
+                c.batch, c.seq, c.recompute, warmup, steps);
+    std::fflush(stdout);
+    results.push_back(run_case(c, steps, warmup, peak));
+    const result& r = results.back();
+    if (r.ok)
+      std::printf(
+          "  %s B=%d: %.1f ms/step (optimizer %.1f ms), %.0f tok/s, %.1f TFLOP/s, MFU "
+          "%.1f%%, %.1f GiB in use\n",
+          r.name.c_str(), r.batch, r.step_ms, r.optimizer_ms, r.tok_per_s, r.tflops, 100 * r.mfu,
+          r.memory_gib);
+    else
+      std::printf("  %s failed: %s\n", r.name.c_str(), r.error.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\n%-14s %5s %10s %12s %9s %8s %8s %5s\n", "case", "B", "ms/step", "tok/s", "TFLOP/s",
+              "MFU", "goal", "met");
+  for (const auto& r : results) {
+    if (!r.ok) {
+      std::printf("%-14s %5s %10s %12s %9s %8s %7.0f%% %5s\n", r.name.c_str(), "-", "-", "-", "-",
+                  "FAILED", 100 * r.goal, "no");
+      continue;
+    }
+    std::printf("%-14s %5d %10.1f %12.0f %9.1f %7.1f%% %7.0f%% %5s\n", r.name.c_str(), r.batch,
+                r.step_ms, r.tok_per_s, r.tflops, 100 * r.mfu, 100 * r.goal,
+                r.mfu >= r.goal ? "yes" : "no");
+  }
+  for (const auto& r : results)
+    if (!r.ok) return 1;
+  return 0;
+}
