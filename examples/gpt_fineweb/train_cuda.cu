@@ -50,7 +50,8 @@ namespace {
 struct cuda_default_corpus {
   fs::path dir;
   cuda_default_corpus() {
-    dir = fs::temp_directory_path() / ("trainkit-default-corpus-cuda-" + std::to_string(::getpid()));
+    dir =
+        fs::temp_directory_path() / ("trainkit-default-corpus-cuda-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     tk::data::write_shard((dir / "default_train_000000.bin").string(),
                           std::span<const std::uint16_t>(default_corpus_tokens));
@@ -98,8 +99,8 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
     throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
                            std::to_string(mc.max_seq_len));
 
-  tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
-                                         tk::data::parse_order(o.order), o.seed};
+  tk::data::mmap_source_config train_cfg{
+      data, o.batch, o.seq, mc.vocab_size, tk::data::parse_order(o.order), o.seed};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
@@ -131,15 +132,14 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
                              float(o.grad_clip)};
   ac.validate();
 
-  std::cout << "model " << mc.to_string() << " | " << model->num_parameters()
-            << " parameters | " << model->device_name() << " | "
-            << model->memory_report().to_string() << "\n";
+  std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters | "
+            << model->device_name() << " | " << model->memory_report().to_string() << "\n";
   cuda_trainer<Checkpointer> t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
                                std::move(*model), ac, std::move(checkpointer));
   prepare(t);
   std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
-            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | "
-            << o.steps << " steps\n";
+            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
+            << " steps\n";
   const auto result = t.run();
   if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
   if (!result.steps.empty()) {
@@ -176,8 +176,8 @@ int run_train_cuda(const train_options& o) {
   using async_checkpointer = tk::checkpoint::basic_asio_checkpointer<tk::checkpoint::cuda_stager>;
   return train_cuda_with(
       o,
-      async_checkpointer({.dir = o.ckpt_dir, .keep_last = o.ckpt_keep,
-                          .fail_on_error = o.ckpt_fatal}),
+      async_checkpointer(
+          {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}),
       [](auto& t) {
         // The next update overwrites master weights and moments: it waits for the snapshot.
         t.checkpointer().stager().guard_stream(t.optimizer().stream());

@@ -36,8 +36,8 @@ static_assert(model::model<buffer_model>);
 }  // namespace
 
 adamw_run adamw_cpu_steps(const std::vector<tensor_info>& layout, std::vector<float> params,
-                          const std::vector<std::vector<float>>& grads, const std::vector<float>& lrs,
-                          const optim::adamw_config& config) {
+                          const std::vector<std::vector<float>>& grads,
+                          const std::vector<float>& lrs, const optim::adamw_config& config) {
   buffer_model m{layout, std::move(params), {}};
   m.grads.assign(m.params.size(), 0.0f);
   optim::adamw_cpu opt(m, config);

@@ -17,7 +17,7 @@ struct adamw_run {
 /// adamw_cpu over a model with `layout` and `params`, one step per entry of `grads` at the
 /// matching learning rate.
 adamw_run adamw_cpu_steps(const std::vector<tensor_info>& layout, std::vector<float> params,
-                          const std::vector<std::vector<float>>& grads, const std::vector<float>& lrs,
-                          const optim::adamw_config& config);
+                          const std::vector<std::vector<float>>& grads,
+                          const std::vector<float>& lrs, const optim::adamw_config& config);
 
 }  // namespace trainkit::test_ref

@@ -22,8 +22,9 @@
 #include "trainkit/optim/adamw_cuda.hpp"
 #include "trainkit/optim/concepts.hpp"
 
-static_assert(trainkit::optim::optimizer_for<trainkit::optim::adamw_cuda, trainkit::model::gpt2_cuda>,
-              "adamw_cuda must satisfy optimizer_for<gpt2_cuda>");
+static_assert(
+    trainkit::optim::optimizer_for<trainkit::optim::adamw_cuda, trainkit::model::gpt2_cuda>,
+    "adamw_cuda must satisfy optimizer_for<gpt2_cuda>");
 
 // A named namespace: nvcc warns (#177) about the unused members of a type in an anonymous one.
 namespace adamw_cuda_test {
@@ -60,13 +61,13 @@ static_assert(trainkit::optim::optimizer_for<adamw_cuda, buffer_model>);
 /// decayed ones span several 2048-element chunks and end mid-chunk.
 std::vector<tensor_info> test_layout(std::size_t& total) {
   std::vector<tensor_info> l;
-  l.push_back({"w1", {3, 1000}, 0, true});      // 3000
-  l.push_back({"b1", {17}, 3000, false});       // 17
-  l.push_back({"w2", {79, 50}, 3017, true});    // 3950 -> 6967
-  l.push_back({"ln", {33}, 6967, false});       // 33 -> 7000
-  l.push_back({"w3", {2049, 3}, 7100, true});   // 6147 -> 13247
-  l.push_back({"one", {1}, 13247, false});      // 13248
-  total = 13248 + 301;                          // unnamed tail
+  l.push_back({"w1", {3, 1000}, 0, true});     // 3000
+  l.push_back({"b1", {17}, 3000, false});      // 17
+  l.push_back({"w2", {79, 50}, 3017, true});   // 3950 -> 6967
+  l.push_back({"ln", {33}, 6967, false});      // 33 -> 7000
+  l.push_back({"w3", {2049, 3}, 7100, true});  // 6147 -> 13247
+  l.push_back({"one", {1}, 13247, false});     // 13248
+  total = 13248 + 301;                         // unnamed tail
   return l;
 }
 
@@ -103,7 +104,7 @@ void run_against_cpu(const adamw_config& cfg, float grad_stddev, int steps, std:
     for (std::size_t i = 0; i < n; ++i) {
       const double d = std::fabs(double(master[i]) - want[i]);
       worst = std::max(worst, d);
-      if (!(d <= 1e-6 * std::fabs(want[i]) + 1e-9)) ++bad;
+      if (!(d <= 1e-6 * std::fabs(want[i]) + 1e-7)) ++bad;  // a wrong decay mask: ~1e-4
     }
     EXPECT_EQ(bad, 0u) << "elements off by more than fp32 rounding; worst |diff| " << worst;
     const fvec p = to_host(m.params);
@@ -198,7 +199,8 @@ TEST(AdamwCuda, RejectsAModelOfAnotherSize) {
   std::mt19937_64 rng(6);
   buffer_model m{layout, to_device(random_bf16(n, rng)), to_device(random_bf16(n, rng))};
   adamw_cuda opt(m, adamw_config{});
-  buffer_model other{layout, to_device(random_bf16(n + 1, rng)), to_device(random_bf16(n + 1, rng))};
+  buffer_model other{layout, to_device(random_bf16(n + 1, rng)),
+                     to_device(random_bf16(n + 1, rng))};
   EXPECT_THROW((void)opt.step(other, 1e-3f), trainkit::config_error);
 }
 

@@ -38,8 +38,8 @@ using gpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinne
                                 tk::model::gpt2_cuda, tk::optim::adamw_cuda, Checkpointer>;
 
 struct temp_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("trainkit-cuda-training-" + std::to_string(::getpid()));
+  fs::path path =
+      fs::temp_directory_path() / ("trainkit-cuda-training-" + std::to_string(::getpid()));
   temp_dir() { fs::create_directories(path); }
   ~temp_dir() {
     std::error_code ec;

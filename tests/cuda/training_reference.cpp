@@ -43,8 +43,8 @@ std::vector<double> cpu_training_losses(const training_setup& s) {
 
   using cpu_trainer = trainer<data::mmap_token_source, prefetch::threaded<4>, model::gpt2_cpu,
                               optim::adamw_cpu, checkpoint::no_checkpoint>;
-  data::mmap_source_config dc{s.shard, s.batch, s.seq, cfg.vocab_size,
-                              data::order_kind::sequential, 0};
+  data::mmap_source_config dc{s.shard, s.batch, s.seq, cfg.vocab_size, data::order_kind::sequential,
+                              0};
   cpu_trainer t(tc, data::mmap_token_source(dc), std::nullopt, std::move(m), ac,
                 checkpoint::no_checkpoint{});
   std::vector<double> losses;

@@ -1,5 +1,6 @@
-// trainkit/checkpoint/host_staged_checkpointer.hpp — lets a host-only Checkpointer (sync_checkpointer,
-// no_checkpoint) save and restore states that live partly in CUDA device memory.
+// trainkit/checkpoint/host_staged_checkpointer.hpp — lets a host-only Checkpointer
+// (sync_checkpointer, no_checkpoint) save and restore states that live partly in CUDA device
+// memory.
 //
 // sync_checkpointer writes tensors straight from their memory and therefore rejects `on_device`
 // tensors. This adapter copies every device tensor into one pinned host area (reused, grown only)
@@ -67,11 +68,10 @@ class host_staged_checkpointer {
 
   /// The inner checkpointer's skipped-checkpoint lines, when it keeps any (the trainer prints
   /// them after a resume).
-  const std::vector<std::string>& warnings() const noexcept
-    requires requires(const C& c) { c.warnings(); }
-  {
-    return inner_.warnings();
+  const std::vector<std::string>& warnings() const noexcept requires requires(const C& c) {
+    c.warnings();
   }
+  { return inner_.warnings(); }
 
   C& inner() noexcept { return inner_; }
 

@@ -53,8 +53,8 @@ struct adamw_cuda_options {
 
 /// A device-memory model with bf16 parameters, which adamw_cuda can update.
 template <class M>
-concept bf16_device_model = model::model<M> &&
-    std::same_as<typename M::memory_space, device_memory> &&
+concept bf16_device_model =
+    model::model<M> && std::same_as<typename M::memory_space, device_memory> &&
     std::same_as<typename M::parameter_type, trainkit::bf16>;
 
 class adamw_cuda {
@@ -211,9 +211,9 @@ class adamw_cuda {
     }
     if (cursor < n_) add(cursor, n_, false);
     if (segs.size() > std::size_t(kernels::max_segments))
-      throw config_error("adamw_cuda: the parameter layout splits into " +
-                         std::to_string(segs.size()) + " segments; the update kernel takes at most " +
-                         std::to_string(kernels::max_segments));
+      throw config_error(
+          "adamw_cuda: the parameter layout splits into " + std::to_string(segs.size()) +
+          " segments; the update kernel takes at most " + std::to_string(kernels::max_segments));
     std::uint64_t chunks = 0;
     for (std::size_t i = 0; i < segs.size(); ++i) {
       segs[i].first_chunk = std::uint32_t(chunks);
@@ -233,13 +233,13 @@ class adamw_cuda {
   std::size_t n_ = 0;
   kernels::segment_table table_{};
   cuda::stream stream_{true};
-  cuda::device_buffer<float> master_;  // (N,) fp32 master weights
-  cuda::device_buffer<float> m_;       // (N,) first moment
-  cuda::device_buffer<float> v_;       // (N,) second moment
-  cuda::device_buffer<double> sum_sq_;          // (1,) Σ g²
-  cuda::device_buffer<float> norm_and_scale_;   // (2,) norm, clipping factor
-  cuda::pinned_buffer<float> host_norm_;        // (2,)
-  cuda::device_buffer<std::byte> temp_;         // CUB temporary storage
+  cuda::device_buffer<float> master_;          // (N,) fp32 master weights
+  cuda::device_buffer<float> m_;               // (N,) first moment
+  cuda::device_buffer<float> v_;               // (N,) second moment
+  cuda::device_buffer<double> sum_sq_;         // (1,) Σ g²
+  cuda::device_buffer<float> norm_and_scale_;  // (2,) norm, clipping factor
+  cuda::pinned_buffer<float> host_norm_;       // (2,)
+  cuda::device_buffer<std::byte> temp_;        // CUB temporary storage
   std::size_t temp_bytes_ = 0;
   std::uint64_t step_ = 0;
 };

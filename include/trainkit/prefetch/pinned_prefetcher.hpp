@@ -73,12 +73,15 @@ class pinned_prefetcher {
     if (b <= 0 || t <= 0)
       throw config_error("pinned_prefetcher: batch shape B=" + std::to_string(b) +
                          " T=" + std::to_string(t) + " is empty");
+    batch_ = int(b);
+    seq_ = int(t);
     tokens_ = std::size_t(b) * std::size_t(t);
     for (slot& s : ring_) {
       // Write-combined: the host only writes these (memcpy), the copy engine only reads them.
       s.host = cuda::pinned_buffer<std::int32_t>(2 * tokens_, cudaHostAllocWriteCombined);
       s.device = cuda::device_buffer<std::int32_t>(2 * tokens_);  // inputs then targets (2, B, T)
     }
+    vocab_ = source_.vocab_size();
     last_position_ = source_.position();
     start_worker();
   }
@@ -136,7 +139,7 @@ class pinned_prefetcher {
     }
     wait_ms_ = sw.elapsed_ms();
     const std::int32_t* d = s->device.data();
-    return {d, d + tokens_, source_.batch_size(), source_.seq_len()};
+    return {d, d + tokens_, batch_, seq_};
   }
 
   /// How long the last next() blocked the caller (worker not ready, or the copy not landed).
@@ -178,9 +181,9 @@ class pinned_prefetcher {
     if (rejected) std::rethrow_exception(rejected);
   }
 
-  int batch_size() const { return source_.batch_size(); }
-  int seq_len() const { return source_.seq_len(); }
-  int vocab_size() const { return source_.vocab_size(); }
+  int batch_size() const noexcept { return batch_; }
+  int seq_len() const noexcept { return seq_; }
+  int vocab_size() const noexcept { return vocab_; }
   /// The stream the copies run on (benchmarks record events on it).
   cudaStream_t copy_stream() const noexcept { return copy_stream_.get(); }
 
@@ -284,7 +287,8 @@ class pinned_prefetcher {
 
   S source_;  // touched only by the worker while it runs
   int device_ = 0;
-  std::size_t tokens_ = 0;  // B·T
+  int batch_ = 0, seq_ = 0, vocab_ = 0;  // the source's shape, read once: the worker owns source_
+  std::size_t tokens_ = 0;               // B·T
   cuda::stream copy_stream_{true};
   std::array<slot, slots> ring_;
   host_batch scratch_;  // worker only: the source fills it, then it is copied into a pinned slot
@@ -300,7 +304,7 @@ class pinned_prefetcher {
   cudaStream_t consumer_ = nullptr;
   bool consumer_bound_ = false;
   source_position last_position_;
-  double wait_ms_ = 0.0;     // consumer thread only
+  double wait_ms_ = 0.0;      // consumer thread only
   double last_h2d_ms_ = 0.0;  // consumer thread only
   std::thread worker_;
 };
@@ -314,7 +318,7 @@ struct pinned {
 
 static_assert(prefetcher<pinned_prefetcher<data::synthetic_source, 2>>);
 static_assert(prefetch_recipe_for<pinned<4>, data::synthetic_source>);
-static_assert(std::same_as<pinned_prefetcher<data::synthetic_source, 4>::memory_space,
-                           device_memory>);
+static_assert(
+    std::same_as<pinned_prefetcher<data::synthetic_source, 4>::memory_space, device_memory>);
 
 }  // namespace trainkit::prefetch

@@ -41,7 +41,7 @@ inline constexpr std::size_t update_chunk = std::size_t(update_threads) * update
 inline constexpr int max_segments = 64;
 
 struct update_segment {
-  std::uint64_t begin = 0;        // element range [begin, end) of the flat buffer
+  std::uint64_t begin = 0;  // element range [begin, end) of the flat buffer
   std::uint64_t end = 0;
   std::uint32_t first_chunk = 0;  // chunks before this segment (the block index it starts at)
   float decay = 0.0f;             // weight_decay for decayed tensors, 0 otherwise
@@ -103,9 +103,8 @@ inline std::size_t sum_of_squares_temp_bytes(std::size_t n) {
 /// *out = Σ g[i]² in double, on `s`.
 inline void sum_of_squares(double* out, const bf16_t* g, std::size_t n, void* temp,
                            std::size_t temp_bytes, cudaStream_t s) {
-  TRAINKIT_CUDA_CHECK(cub::DeviceReduce::TransformReduce(temp, temp_bytes, g, out, n,
-                                                         ::cuda::std::plus<double>{},
-                                                         square_bf16_to_double{}, 0.0, s));
+  TRAINKIT_CUDA_CHECK(cub::DeviceReduce::TransformReduce(
+      temp, temp_bytes, g, out, n, ::cuda::std::plus<double>{}, square_bf16_to_double{}, 0.0, s));
 }
 
 /// norm_and_scale[0] = ‖g‖ (float), [1] = clipping factor — optim/grad_clip.hpp's clip_factor,
@@ -153,8 +152,10 @@ __global__ void __launch_bounds__(update_threads)
   int lo = 0, hi = table.count - 1;  // last segment whose first_chunk <= blockIdx.x
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (table.seg[mid].first_chunk <= blockIdx.x) lo = mid;
-    else hi = mid - 1;
+    if (table.seg[mid].first_chunk <= blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const update_segment& seg = table.seg[lo];
   const std::uint64_t chunk_begin =
@@ -169,8 +170,8 @@ __global__ void __launch_bounds__(update_threads)
     //            p −= lr·((m / bias1) / (sqrt(v / bias2) + eps) + decay·p)
     const float grad = __fmul_rn(__bfloat162float(grads[i]), grad_scale);
     const float mi = __fadd_rn(__fmul_rn(k.beta1, m[i]), __fmul_rn(k.one_minus_beta1, grad));
-    const float vi = __fadd_rn(__fmul_rn(k.beta2, v[i]),
-                               __fmul_rn(__fmul_rn(k.one_minus_beta2, grad), grad));
+    const float vi =
+        __fadd_rn(__fmul_rn(k.beta2, v[i]), __fmul_rn(__fmul_rn(k.one_minus_beta2, grad), grad));
     const float p = master[i];
     const float direction = __fadd_rn(
         __fdiv_rn(__fdiv_rn(mi, k.bias1), __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, k.bias2)), k.eps)),
