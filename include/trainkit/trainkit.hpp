@@ -44,7 +44,12 @@
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 
+#include "trainkit/trainer/calibrate.hpp"
+#include "trainkit/trainer/chart.hpp"
 #include "trainkit/trainer/metrics.hpp"
+#include "trainkit/trainer/metrics_reader.hpp"
+#include "trainkit/trainer/nvtx.hpp"
 #include "trainkit/trainer/report.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
+#include "trainkit/trainer/tensorboard.hpp"
 #include "trainkit/trainer/trainer.hpp"

@@ -82,3 +82,56 @@ TEST(Metrics, JsonLineRoundTrips) {
   EXPECT_FALSE(k.contains("val_loss"));
   EXPECT_TRUE(k["mfu"].is_null());
 }
+
+TEST(Report, ComputeBoundEvidenceSaysHowFarFromPeak) {
+  std::vector<tk::step_metrics> s;
+  for (int i = 1; i <= 10; ++i) s.push_back(step(i, 100, 1, 0, 1));
+  // tflops 1.0, mfu 0.5 per step: the peak is recovered as 2 TFLOP/s when not given.
+  const auto derived = tk::summarize(s);
+  EXPECT_EQ(derived.verdict, tk::bottleneck::compute);
+  EXPECT_DOUBLE_EQ(derived.peak_tflops, 2.0);
+  EXPECT_NE(derived.evidence.find("MFU 50.0% of the device's dense peak 2 TFLOP/s"),
+            std::string::npos)
+      << derived.evidence;
+  const auto given = tk::summarize(s, {}, {.peak_tflops = 2.0, .dtype = "bf16"});
+  EXPECT_NE(given.evidence.find("dense bf16 peak 2 TFLOP/s"), std::string::npos) << given.evidence;
+  for (auto& m : s) m.mfu = NAN;  // device not in the table
+  const auto unknown = tk::summarize(s);
+  EXPECT_TRUE(std::isnan(unknown.mfu));
+  EXPECT_NE(unknown.evidence.find("MFU unknown"), std::string::npos) << unknown.evidence;
+  EXPECT_NE(tk::format_summary(unknown).find("--peak-tflops"), std::string::npos);
+}
+
+TEST(Report, CalibratedMfuIsReportedBesideTheTablePeak) {
+  std::vector<tk::step_metrics> s;
+  for (int i = 1; i <= 5; ++i) {
+    auto m = step(i, 100);
+    m.mfu_calibrated = 0.8;  // 1 TFLOP/s achieved against a measured 1.25
+    s.push_back(m);
+  }
+  const auto r = tk::summarize(s);
+  EXPECT_NEAR(r.calibrated_tflops, 1.25, 1e-12);
+  EXPECT_NEAR(r.mfu_calibrated, 0.8, 1e-12);
+  const std::string text = tk::format_summary(r);
+  EXPECT_NE(text.find("MFU 50.0% of the device's dense peak 2 TFLOP/s (80.0% of the measured "
+                      "GEMM rate 1.25 TFLOP/s)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Report, WarmUpLineIsAlwaysShown) {
+  std::vector<tk::step_metrics> s{step(1, 30)};
+  for (int i = 2; i <= 5; ++i) s.push_back(step(i, 10));
+  const std::string text = tk::format_summary(tk::summarize(s));
+  EXPECT_NE(text.find("warm-up: first step 30.0 ms vs median 10.0 ms (3.00x)"), std::string::npos)
+      << text;
+  EXPECT_EQ(tk::summarize(s).verdict, tk::bottleneck::compute);  // shown, not blamed
+}
+
+TEST(Report, HostBoundEvidenceNamesLaunchGaps) {
+  std::vector<tk::step_metrics> s;
+  for (int i = 1; i <= 10; ++i) s.push_back(step(i, 50, 0, 0, 50));
+  const auto r = tk::summarize(s);
+  EXPECT_EQ(r.verdict, tk::bottleneck::host);
+  EXPECT_NE(r.evidence.find("launch gaps"), std::string::npos) << r.evidence;
+}

@@ -38,6 +38,7 @@ struct step_metrics {
   double tok_per_s = 0;
   double tflops = 0;        // achieved model TFLOP/s (flops_per_token · tok/s)
   double mfu = 0;           // tflops / device peak
+  double mfu_calibrated = NAN;  // tflops / measured GEMM rate (--calibrate); NaN when not measured
   double val_loss = NAN;    // NaN when this step did not evaluate
 
   /// Sum of the blocking phases (everything but other_ms).
@@ -87,6 +88,7 @@ inline std::string to_json_line(const step_metrics& m) {
   num("tok_per_s", m.tok_per_s, "%.1f");
   num("tflops", m.tflops, "%.6g");
   num("mfu", m.mfu, "%.6g");
+  if (!std::isnan(m.mfu_calibrated)) num("mfu_calibrated", m.mfu_calibrated, "%.6g");
   if (!std::isnan(m.val_loss)) num("val_loss", m.val_loss, "%.6f");
   s += '}';
   return s;
@@ -103,9 +105,12 @@ class jsonl_sink {
       std::error_code ec;
       std::filesystem::create_directories(path.parent_path(), ec);
     }
+    const bool needs_newline = append && ends_mid_line(path);
     file_.open(path, append ? std::ios::app : std::ios::trunc);
     if (!file_)
       throw io_error("cannot open metrics file " + path.string() + ": " + std::strerror(errno));
+    // A crash can leave half a line; ending it keeps the resumed run's first line parseable.
+    if (needs_newline) file_ << '\n';
   }
 
   bool is_open() const noexcept { return file_.is_open(); }
@@ -118,6 +123,13 @@ class jsonl_sink {
   }
 
  private:
+  static bool ends_mid_line(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in || in.tellg() <= 0) return false;
+    in.seekg(-1, std::ios::end);
+    return in.get() != '\n';
+  }
+
   std::filesystem::path path_;
   std::ofstream file_;
 };

@@ -4,6 +4,8 @@
 // the share of each blocking phase and a one-line verdict with its evidence. The first step is
 // reported separately (warm-up) and left out of the steady-state figures, so allocation and
 // first-touch costs cannot blur them the way compile warm-up blurred the seed run's first steps.
+// MFU is stated against the device's dense peak (core/device_info.hpp, or --peak-tflops) and,
+// when --calibrate measured one, against the GEMM rate this machine actually reaches.
 #pragma once
 
 #include <algorithm>
@@ -58,7 +60,11 @@ struct run_summary {
   double total_ms = 0;
   double tokens_per_s = 0;        // steady state: tokens / wall time
   double tflops = 0;              // steady-state mean achieved TFLOP/s
-  double mfu = 0;
+  double mfu = 0;                 // NaN when the device's peak is unknown
+  double peak_tflops = 0;         // the peak MFU is taken against (0 = unknown)
+  double mfu_calibrated = NAN;    // against the measured GEMM rate (--calibrate), NaN if none
+  double calibrated_tflops = 0;   // that measured rate (0 = not measured)
+  std::string peak_label;         // e.g. "dense bf16 peak"; names what peak_tflops is
   std::array<phase_share, 8> phases{};
   bottleneck verdict = bottleneck::unknown;
   std::string evidence;           // the numbers behind the verdict
@@ -83,10 +89,22 @@ inline std::string format(const char* fmt, auto... args) {
 
 }  // namespace detail
 
+inline std::string mfu_sentence(const run_summary& r);
+
+/// What the per-step metrics do not say about the device: the peak MFU is measured against.
+/// Zero fields are recovered from the steps where possible (peak = TFLOP/s ÷ MFU), so a report
+/// read back from a metrics file says the same as the one printed at the end of the run.
+struct summary_context {
+  double peak_tflops = 0;        // the table or --peak-tflops figure; 0 = derive from the steps
+  double calibrated_tflops = 0;  // --calibrate's measured GEMM rate; 0 = derive / none
+  std::string dtype;             // "bf16", "f32"; empty = unknown
+};
+
 /// Summarises a run. Steady state excludes the first step when there is more than one.
-inline run_summary summarize(std::span<const step_metrics> steps,
-                             const verdict_thresholds& th = {}) {
+inline run_summary summarize(std::span<const step_metrics> steps, const verdict_thresholds& th = {},
+                             const summary_context& ctx = {}) {
   run_summary r;
+  r.peak_label = ctx.dtype.empty() ? "dense peak" : "dense " + ctx.dtype + " peak";
   r.steps = steps.size();
   if (steps.empty()) {
     r.evidence = "no steps recorded";
@@ -97,14 +115,15 @@ inline run_summary summarize(std::span<const step_metrics> steps,
   r.steady_steps = steady.size();
 
   std::vector<double> dts;
-  double tokens = 0, flops_ms = 0, mfu_ms = 0;
+  double tokens = 0, flops_ms = 0, mfu_ms = 0, cal_ms = 0;
   std::array<double, 8> ms{};
   for (const auto& m : steady) {
     dts.push_back(m.dt_ms);
     r.total_ms += m.dt_ms;
     tokens += double(m.tokens);
     flops_ms += m.tflops * m.dt_ms;
-    mfu_ms += m.mfu * m.dt_ms;
+    mfu_ms += m.mfu * m.dt_ms;  // NaN (unknown peak) stays NaN
+    cal_ms += m.mfu_calibrated * m.dt_ms;
     ms[0] += m.data_wait_ms;
     ms[1] += m.h2d_ms;
     ms[2] += m.compute_ms;
@@ -120,7 +139,16 @@ inline run_summary summarize(std::span<const step_metrics> steps,
     r.tokens_per_s = tokens / (r.total_ms / 1e3);
     r.tflops = flops_ms / r.total_ms;
     r.mfu = mfu_ms / r.total_ms;
+    r.mfu_calibrated = cal_ms / r.total_ms;
   }
+  r.peak_tflops = ctx.peak_tflops > 0                 ? ctx.peak_tflops
+                  : std::isfinite(r.mfu) && r.mfu > 0 ? r.tflops / r.mfu
+                                                      : 0.0;
+  r.calibrated_tflops = ctx.calibrated_tflops > 0 ? ctx.calibrated_tflops
+                        : std::isfinite(r.mfu_calibrated) && r.mfu_calibrated > 0
+                            ? r.tflops / r.mfu_calibrated
+                            : 0.0;
+  if (r.peak_tflops <= 0) r.mfu = NAN;
   static constexpr std::array<const char*, 8> names{"data_wait", "h2d",       "compute", "optimizer",
                                                     "ckpt_stall", "log", "eval", "other"};
   for (std::size_t i = 0; i < 8; ++i)
@@ -149,24 +177,49 @@ inline run_summary summarize(std::span<const step_metrics> steps,
     r.evidence = format("evaluation took %.1f%% of the time; raise --eval-every", 100 * share(6));
   } else if (share(7) > th.other_share) {
     r.verdict = bottleneck::host;
-    r.evidence = format("%.1f%% of the time is in no measured phase (host overhead, launch gaps)",
-                        100 * share(7));
+    r.evidence = format(
+        "%.1f%% of the time is in no measured phase: host work between phases "
+        "and kernel launch gaps where the GPU idles waiting for the CPU (look for "
+        "gaps between the NVTX ranges in Nsight Systems; CUDA graphs or larger "
+        "micro-batches close them)",
+        100 * share(7));
   } else {
     r.verdict = bottleneck::compute;
-    r.evidence = format("forward+backward %.1f%% and optimizer %.1f%% of the time; MFU %.1f%%",
-                        100 * share(2), 100 * share(3), 100 * r.mfu);
+    r.evidence = format("forward+backward %.1f%% and optimizer %.1f%% of the time; ",
+                        100 * share(2), 100 * share(3)) +
+                 mfu_sentence(r);
   }
   return r;
+}
+
+/// "MFU x% of the device's dense bf16 peak y TFLOP/s (z% of the measured w TFLOP/s)": how far
+/// from the ceiling a run is, against the datasheet and, with --calibrate, against what a plain
+/// GEMM actually reaches on this machine.
+inline std::string mfu_sentence(const run_summary& r) {
+  using detail::format;
+  std::string s =
+      r.peak_tflops > 0 && std::isfinite(r.mfu)
+          ? format("MFU %.1f%% of the device's %s %.4g TFLOP/s", 100 * r.mfu, r.peak_label.c_str(),
+                   r.peak_tflops)
+          : std::string("MFU unknown (device not in the peak table; pass --peak-tflops)");
+  if (r.calibrated_tflops > 0 && std::isfinite(r.mfu_calibrated))
+    s += format(" (%.1f%% of the measured GEMM rate %.4g TFLOP/s)", 100 * r.mfu_calibrated,
+                r.calibrated_tflops);
+  return s;
 }
 
 /// The human-readable report printed at the end of a run.
 inline std::string format_summary(const run_summary& r) {
   using detail::format;
   std::string s;
-  s += format("steps %zu | first step %.1f ms | median %.1f ms | p95 %.1f ms\n", r.steps,
-              r.first_step_ms, r.median_step_ms, r.p95_step_ms);
-  s += format("throughput %.0f tok/s | %.4g TFLOP/s | MFU %.2f%%\n", r.tokens_per_s, r.tflops,
-              100 * r.mfu);
+  s += format("steps %zu | median %.1f ms | p95 %.1f ms\n", r.steps, r.median_step_ms,
+              r.p95_step_ms);
+  // Always shown: trainkit compiles ahead of time, so a large ratio points at allocation,
+  // first-touch or autotuning costs worth knowing about.
+  s += format("warm-up: first step %.1f ms vs median %.1f ms (%.2fx)\n", r.first_step_ms,
+              r.median_step_ms, r.median_step_ms > 0 ? r.first_step_ms / r.median_step_ms : 0.0);
+  s += format("throughput %.0f tok/s | %.4g TFLOP/s | ", r.tokens_per_s, r.tflops) +
+       mfu_sentence(r) + "\n";
   s += "time share:";
   for (const auto& p : r.phases)
     if (p.ms > 0) s += format(" %s %.1f%%", p.name, 100 * p.share);

@@ -36,9 +36,12 @@
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/schedule.hpp"
 #include "trainkit/prefetch/concepts.hpp"
+#include "trainkit/trainer/calibrate.hpp"
 #include "trainkit/trainer/metrics.hpp"
+#include "trainkit/trainer/nvtx.hpp"
 #include "trainkit/trainer/report.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
+#include "trainkit/trainer/tensorboard.hpp"
 
 namespace trainkit {
 
@@ -53,6 +56,8 @@ struct trainer_config {
   bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
   bool resume = false;                 // continue from the newest valid checkpoint, if any
   std::filesystem::path metrics_path;  // JSONL metrics; empty = none
+  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
+  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
   int log_every = 1;                   // console line every N steps (metrics: every step)
   bool progress_bar = false;           // live progress line (programs enable it on a terminal)
   bool quiet = false;                  // no console output at all
@@ -71,6 +76,7 @@ struct run_result {
   bool resumed = false;
   bool stopped = false;             // a stop was requested (signal)
   double final_val_loss = NAN;
+  gemm_calibration calibration;  // tflops 0 unless config().calibrate measured one
 };
 
 template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer>
@@ -190,11 +196,16 @@ class trainer {
     result.first_step = step_ + 1;
     jsonl_sink metrics;
     if (!cfg_.metrics_path.empty()) metrics = jsonl_sink(cfg_.metrics_path, result.resumed);
+    tensorboard_sink tensorboard;
+    if (!cfg_.tensorboard_dir.empty()) tensorboard = tensorboard_sink(cfg_.tensorboard_dir);
 
     const double fpt = model_.flops_per_token(train_.seq_len());
     const double peak = peak_tflops_or_zero();
+    if (cfg_.calibrate) result.calibration = run_calibration(peak);
+    const double calibrated = result.calibration.tflops;
     std::uint64_t last_saved = step_;
     std::string pending_line;  // previous step's metrics line: written inside the next step
+    step_metrics pending;      // and its metrics, for TensorBoard
     stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
 
     while (step_ < std::uint64_t(cfg_.steps)) {
@@ -203,23 +214,35 @@ class trainer {
         break;
       }
       step_metrics m;
+      // Ranges named like the report's phases, so an Nsight Systems timeline matches it.
+      nvtx_range step_range("step", nvtx_colors::step);
       stopwatch phase;
       // Writing the previous step's line blocks this step: count it here, so steps tile the run.
       if (!pending_line.empty()) {
+        nvtx_range r("log", nvtx_colors::log);
         metrics.write(pending_line);
+        tensorboard.write(pending);
         pending_line.clear();
       }
       m.log_ms += phase.lap_ms();
 
-      model_.zero_grad();
+      {
+        nvtx_range r("compute", nvtx_colors::compute);
+        model_.zero_grad();
+      }
       m.compute_ms += phase.lap_ms();
       double loss_sum = 0;
       const float grad_scale = 1.0f / float(accum_);
       for (int micro = 0; micro < accum_; ++micro) {
+        nvtx_range wait_range("data_wait", nvtx_colors::data_wait);
         const auto batch = train_.next();
+        wait_range.end();
         m.data_wait_ms += phase.lap_ms();
         if constexpr (requires { train_.last_h2d_ms(); }) m.h2d_ms += train_.last_h2d_ms();
-        loss_sum += model_.forward_backward(batch, grad_scale);
+        {
+          nvtx_range r("compute", nvtx_colors::compute);
+          loss_sum += model_.forward_backward(batch, grad_scale);
+        }
         m.compute_ms += phase.lap_ms();
         m.tokens += batch.tokens();
       }
@@ -228,11 +251,15 @@ class trainer {
       ++step_;
       m.step = step_;
       m.lr = cfg_.schedule.at(int(step_ - 1));
-      m.grad_norm = optimizer_.step(model_, float(m.lr));
+      {
+        nvtx_range r("optimizer", nvtx_colors::optimizer);
+        m.grad_norm = optimizer_.step(model_, float(m.lr));
+      }
       m.optimizer_ms += phase.lap_ms();
 
       const bool last = step_ == std::uint64_t(cfg_.steps);
       if (val_ && ((cfg_.eval_every > 0 && step_ % std::uint64_t(cfg_.eval_every) == 0) || last)) {
+        nvtx_range r("eval", nvtx_colors::eval);
         m.val_loss = evaluate();
         result.final_val_loss = m.val_loss;
         m.eval_ms += phase.lap_ms();
@@ -240,12 +267,16 @@ class trainer {
       const bool stop_now = stop_requested();
       if ((cfg_.ckpt_every > 0 && step_ % std::uint64_t(cfg_.ckpt_every) == 0) ||
           ((last || stop_now) && cfg_.ckpt_at_end)) {
+        nvtx_range r("ckpt_stall", nvtx_colors::ckpt_stall);
         save_checkpoint();
         last_saved = step_;
         m.ckpt_stall_ms += phase.lap_ms();
       }
 
-      report_step(m, fpt, peak);
+      {
+        nvtx_range r("log", nvtx_colors::log);
+        report_step(m, fpt, peak);
+      }
       m.log_ms += phase.lap_ms();
 
       m.dt_ms = step_clock.lap_ms();
@@ -253,10 +284,13 @@ class trainer {
       m.tok_per_s = m.dt_ms > 0 ? double(m.tokens) / (m.dt_ms / 1e3) : 0;
       m.tflops = fpt * m.tok_per_s / 1e12;
       m.mfu = peak > 0 ? m.tflops / peak : NAN;
+      m.mfu_calibrated = calibrated > 0 ? m.tflops / calibrated : NAN;
       pending_line = to_json_line(m);
+      pending = m;
       result.steps.push_back(m);
       if (!std::isfinite(m.loss)) {
         metrics.write(pending_line);
+        tensorboard.write(pending);
         throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
                     std::to_string(step_));
       }
@@ -265,13 +299,17 @@ class trainer {
         break;
       }
     }
-    if (!pending_line.empty()) metrics.write(pending_line);
+    if (!pending_line.empty()) {
+      metrics.write(pending_line);
+      tensorboard.write(pending);
+    }
     if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
     checkpointer_.wait();  // a save still in flight completes before the run returns
     if (cfg_.progress_bar && !cfg_.quiet) *out_ << "\r\033[K" << std::flush;
 
     result.last_step = step_;
-    result.summary = summarize(result.steps);
+    result.summary = summarize(
+        result.steps, {}, {peak, calibrated, cfg_.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
     return result;
   }
 
@@ -299,6 +337,21 @@ class trainer {
     std::string name = cfg_.device_name;
     if constexpr (requires(const Model& m) { m.device_name(); }) name = model_.device_name();
     return peak_tflops(name, cfg_.dtype).value_or(0.0);
+  }
+
+  gemm_calibration run_calibration(double peak) {
+    nvtx_range r("calibrate");
+    gemm_calibration c = calibrate_for(model_);
+    if (c.tflops > 0) {
+      std::string line =
+          "calibrate: " + c.what + ": " + detail::format("%.4g", c.tflops) + " TFLOP/s measured";
+      if (peak > 0)
+        line += detail::format(" (%.1f%% of the %.4g TFLOP/s peak)", 100 * c.tflops / peak, peak);
+      say(line + "\n");
+    } else {
+      say("calibrate: this model provides no GEMM calibration (calibrate_tflops()); skipped\n");
+    }
+    return c;
   }
 
   checkpoint::checkpoint_state gather_state() {

@@ -1,0 +1,234 @@
+// trainkit/trainer/metrics_reader.hpp — reads a metrics JSONL file back into step_metrics.
+//
+// `gpt_fineweb report` and the charts read files written by jsonl_sink, including those of runs
+// that crashed or were killed: the last line may then be cut off mid-object, which is skipped
+// with a warning rather than failing the whole report. A run resumed after such a crash appends
+// to the same file (jsonl_sink first ends the cut-off line), so a line that is merely cut off is
+// skipped with a warning wherever it is; the resumed run also re-runs the steps after its
+// checkpoint, so when step numbers go back the later lines replace the earlier ones (also with a
+// warning). Anything else that is not a flat JSON object with "step" and "dt_ms" is an error
+// naming FILE:LINE.
+//
+// The lines are flat objects of numbers (plus null for non-finite values), so a small parser does;
+// it keeps the library's dependencies to the standard library, Eigen and Boost.
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/trainer/metrics.hpp"
+
+namespace trainkit {
+
+namespace detail {
+
+enum class json_parse_status { ok, cut_off, malformed };
+
+struct flat_json {
+  json_parse_status status = json_parse_status::malformed;
+  std::map<std::string, double, std::less<>> fields;  // numbers; null → NaN, true/false → 1/0
+};
+
+/// Parses one flat JSON object: string keys, values that are numbers, null, true/false or strings
+/// (strings are skipped). `cut_off` means the text is a valid beginning of an object that ends
+/// too early (what a crash mid-write leaves); `malformed` is anything else. null maps to NaN so
+/// "unknown" stays distinguishable from 0.
+inline flat_json parse_flat_json(std::string_view s) {
+  flat_json result;
+  auto& out = result.fields;
+  const auto cut_off = [&] {
+    result.status = json_parse_status::cut_off;
+    return result;
+  };
+  const auto malformed = [&] {
+    result.status = json_parse_status::malformed;
+    return result;
+  };
+  std::size_t i = 0;
+  auto skip_ws = [&] {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) ++i;
+  };
+  // 1 = parsed, 0 = ran out of text, -1 = unexpected character.
+  auto parse_string = [&](std::string* dst) -> int {
+    if (i >= s.size()) return 0;
+    if (s[i] != '"') return -1;
+    ++i;
+    while (i < s.size() && s[i] != '"') {
+      if (s[i] == '\\' && ++i >= s.size()) return 0;
+      if (dst) *dst += s[i];
+      ++i;
+    }
+    if (i >= s.size()) return 0;
+    ++i;
+    return 1;
+  };
+  // A literal such as null that may itself be cut off: "nu" at the end of the text.
+  auto literal = [&](std::string_view word) -> int {
+    const auto rest = s.substr(i, word.size());
+    if (rest == word) {
+      i += word.size();
+      return 1;
+    }
+    return word.substr(0, rest.size()) == rest && i + rest.size() == s.size() ? 0 : -1;
+  };
+  skip_ws();
+  if (i >= s.size()) return cut_off();
+  if (s[i] != '{') return malformed();
+  ++i;
+  skip_ws();
+  if (i < s.size() && s[i] == '}') {
+    ++i;
+  } else {
+    while (true) {
+      skip_ws();
+      std::string key;
+      if (int r = parse_string(&key); r != 1) return r == 0 ? cut_off() : malformed();
+      skip_ws();
+      if (i >= s.size()) return cut_off();
+      if (s[i] != ':') return malformed();
+      ++i;
+      skip_ws();
+      if (i >= s.size()) return cut_off();
+      int r = 1;
+      if (s[i] == '"') {
+        r = parse_string(nullptr);
+      } else if (s[i] == 'n') {
+        if ((r = literal("null")) == 1) out[key] = NAN;
+      } else if (s[i] == 't') {
+        if ((r = literal("true")) == 1) out[key] = 1;
+      } else if (s[i] == 'f') {
+        if ((r = literal("false")) == 1) out[key] = 0;
+      } else {
+        // Number text running to the end of the line may be a cut-off number ("6e-").
+        if (s.find_first_not_of("0123456789+-.eE", i) == std::string_view::npos) return cut_off();
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data() + i, s.data() + s.size(), v);
+        if (ec != std::errc{}) return malformed();
+        i = std::size_t(end - s.data());
+        out[key] = v;
+      }
+      if (r != 1) return r == 0 ? cut_off() : malformed();
+      skip_ws();
+      if (i >= s.size()) return cut_off();
+      if (s[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (s[i] == '}') {
+        ++i;
+        break;
+      }
+      return malformed();  // nested value or missing comma
+    }
+  }
+  skip_ws();
+  if (i != s.size()) return malformed();
+  result.status = json_parse_status::ok;
+  return result;
+}
+
+}  // namespace detail
+
+/// A metrics file's steps plus what was skipped on the way.
+struct metrics_file {
+  std::vector<step_metrics> steps;    // in step order, resume repeats resolved
+  std::vector<std::string> warnings;  // "FILE:LINE: ..." for each skipped or replaced line
+};
+
+/// step_metrics from one parsed line; missing fields stay at their defaults.
+inline step_metrics step_metrics_from_fields(const std::map<std::string, double, std::less<>>& f) {
+  auto get = [&](std::string_view k, double dflt) {
+    auto it = f.find(k);
+    return it == f.end() ? dflt : it->second;
+  };
+  step_metrics m;
+  m.step = std::uint64_t(get("step", 0));
+  m.loss = get("loss", NAN);
+  m.lr = get("lr", 0);
+  m.grad_norm = get("grad_norm", 0);
+  m.tokens = std::uint64_t(get("tokens", 0));
+  m.dt_ms = get("dt_ms", 0);
+  m.data_wait_ms = get("data_wait_ms", 0);
+  m.h2d_ms = get("h2d_ms", 0);
+  m.compute_ms = get("compute_ms", 0);
+  m.optimizer_ms = get("optimizer_ms", 0);
+  m.ckpt_stall_ms = get("ckpt_stall_ms", 0);
+  m.log_ms = get("log_ms", 0);
+  m.eval_ms = get("eval_ms", 0);
+  m.other_ms = get("other_ms", 0);
+  m.tok_per_s = get("tok_per_s", 0);
+  m.tflops = get("tflops", 0);
+  m.mfu = get("mfu", NAN);
+  m.mfu_calibrated = get("mfu_calibrated", NAN);
+  m.val_loss = get("val_loss", NAN);
+  return m;
+}
+
+/// Parses metrics lines. `source` names the file in messages.
+inline metrics_file parse_metrics_jsonl(std::istream& in, const std::string& source) {
+  metrics_file out;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  std::size_t last_nonempty = lines.size();
+  for (std::size_t i = lines.size(); i-- > 0;)
+    if (lines[i].find_first_not_of(" \t\r") != std::string::npos) {
+      last_nonempty = i;
+      break;
+    }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = source + ":" + std::to_string(i + 1);
+    const auto parsed = detail::parse_flat_json(line);
+    if (parsed.status != detail::json_parse_status::ok) {
+      if (i == last_nonempty) {
+        out.warnings.push_back(where +
+                               ": incomplete last line skipped (the run was "
+                               "interrupted while writing it)");
+        continue;
+      }
+      if (parsed.status == detail::json_parse_status::cut_off) {
+        out.warnings.push_back(where +
+                               ": cut-off line skipped (a run interrupted here was "
+                               "resumed later)");
+        continue;
+      }
+      throw format_error(where + ": not a flat JSON object: " + line.substr(0, 80));
+    }
+    if (!parsed.fields.contains("step") || !parsed.fields.contains("dt_ms"))
+      throw format_error(where + ": missing \"step\" or \"dt_ms\"");
+    const step_metrics m = step_metrics_from_fields(parsed.fields);
+    if (!out.steps.empty() && m.step <= out.steps.back().step) {
+      // A resume re-ran steps after its checkpoint: the new lines describe the run that continued.
+      std::size_t dropped = 0;
+      while (!out.steps.empty() && out.steps.back().step >= m.step) {
+        out.steps.pop_back();
+        ++dropped;
+      }
+      out.warnings.push_back(where + ": step " + std::to_string(m.step) +
+                             " again (a resumed run): " + std::to_string(dropped) +
+                             " earlier line(s) replaced by the resumed ones");
+    }
+    out.steps.push_back(m);
+  }
+  return out;
+}
+
+/// Reads a metrics file; throws io_error when it cannot be opened, format_error when a line
+/// other than the last is not a metrics object.
+inline metrics_file read_metrics_jsonl(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw io_error("cannot open metrics file " + path.string());
+  return parse_metrics_jsonl(in, path.string());
+}
+
+}  // namespace trainkit
