@@ -10,4 +10,5 @@ $sudo_cmd apt-get install -y -q --no-install-recommends \
   build-essential cmake ninja-build pkg-config \
   libeigen3-dev libboost-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  libcli11-dev nlohmann-json3-dev libutf8proc-dev
+  libcli11-dev nlohmann-json3-dev libutf8proc-dev \
+  python3-venv  # scripts/conan-create.sh installs Conan from PyPI into a venv

@@ -1,0 +1,130 @@
+# conan/conanfile.py — Conan 2 recipe for trainkit, a header-only library.
+#
+# The version comes from the top-level VERSION file (the single source CMake and
+# include/trainkit/version.hpp follow too). The package holds include/ only; consumers get the
+# CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), Threads and,
+# by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart + cuBLASLt from the
+# system CUDA toolkit). Eigen and Boost are ordinary requirements, so a profile may take them
+# from Conan Center or, as conan/profiles/system does, from the system via [platform_requires].
+import os
+
+from conan import ConanFile
+from conan.errors import ConanInvalidConfiguration
+from conan.tools.build import check_min_cppstd
+from conan.tools.files import copy, load, save
+from conan.tools.layout import basic_layout
+
+
+# Included by the CMake config CMakeDeps writes for trainkit (cmake_build_modules): when Eigen or
+# Boost come from the system ([platform_requires]) Conan generates no targets for them, so they
+# are found here and linked to trainkit::trainkit. When Conan did provide them the targets exist
+# already and nothing is searched; linking twice is harmless.
+_SYSTEM_DEPS_MODULE = """\
+# trainkit-system-deps.cmake — written by conan/conanfile.py; see the comment there.
+if(NOT TARGET Eigen3::Eigen)
+  find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+endif()
+if(NOT TARGET Boost::headers)
+  find_package(Boost 1.74 REQUIRED)
+endif()
+if(TARGET trainkit::trainkit)
+  set_property(TARGET trainkit::trainkit APPEND PROPERTY
+               INTERFACE_LINK_LIBRARIES Eigen3::Eigen Boost::headers)
+endif()
+# The flags trainkit's own CMakeLists gives nvcc (CMake 3.25 does not know nvcc 13's C++20 flag).
+if(TARGET trainkit::cuda)
+  set_property(TARGET trainkit::cuda APPEND PROPERTY INTERFACE_COMPILE_OPTIONS
+    "$<$<COMPILE_LANGUAGE:CUDA>:-std=c++20;--expt-relaxed-constexpr;--extended-lambda>")
+endif()
+"""
+_SYSTEM_DEPS_MODULE_PATH = os.path.join("lib", "cmake", "trainkit", "trainkit-system-deps.cmake")
+
+
+def _repo_root(recipe_folder):
+    """The repository root when run from a checkout (recipe in conan/), else the export folder."""
+    parent = os.path.dirname(recipe_folder)
+    if os.path.isfile(os.path.join(parent, "VERSION")):
+        return parent
+    return recipe_folder
+
+
+class TrainkitConan(ConanFile):
+    name = "trainkit"
+    description = ("Header-only C++20/CUDA framework for training GPT-style language models "
+                   "from five compile-time policies")
+    topics = ("deep-learning", "gpt-2", "training", "header-only", "cuda")
+    package_type = "header-library"
+    settings = "os", "arch", "compiler", "build_type"
+    options = {"cuda": [True, False], "openmp": [True, False]}
+    default_options = {"cuda": False, "openmp": True}
+    no_copy_source = True
+
+    def set_version(self):
+        self.version = load(self, os.path.join(_repo_root(self.recipe_folder), "VERSION")).strip()
+
+    def export(self):
+        # Keep VERSION beside the exported recipe so set_version works from the cache as well.
+        copy(self, "VERSION", _repo_root(self.recipe_folder), self.export_folder)
+
+    def export_sources(self):
+        root = _repo_root(self.recipe_folder)
+        for pattern in ("include/*", "LICENSE*", "README.md", "CHANGELOG.md"):
+            copy(self, pattern, root, self.export_sources_folder)
+
+    def layout(self):
+        basic_layout(self, src_folder=".")
+
+    def requirements(self):
+        # transitive_headers: trainkit's public headers include Eigen's and Boost's.
+        self.requires("eigen/3.4.0", transitive_headers=True)
+        self.requires("boost/1.74.0", transitive_headers=True, libs=False)
+
+    def validate(self):
+        check_min_cppstd(self, 20)
+        if self.settings.os == "Windows":
+            raise ConanInvalidConfiguration("trainkit uses POSIX mmap and fsync: Linux/macOS only")
+
+    def package_id(self):
+        # The same headers serve every setting and option; the options only change
+        # package_info(), which runs in the consumer's graph. One binary for all.
+        self.info.clear()
+
+    def package(self):
+        copy(self, "*", os.path.join(self.source_folder, "include"),
+             os.path.join(self.package_folder, "include"))
+        copy(self, "LICENSE*", self.source_folder, os.path.join(self.package_folder, "licenses"))
+        save(self, os.path.join(self.package_folder, _SYSTEM_DEPS_MODULE_PATH), _SYSTEM_DEPS_MODULE)
+
+    def package_info(self):
+        self.cpp_info.set_property("cmake_file_name", "trainkit")
+        self.cpp_info.set_property("cmake_target_name", "trainkit::all")
+
+        core = self.cpp_info.components["core"]
+        core.set_property("cmake_target_name", "trainkit::trainkit")
+        core.bindirs = []
+        core.libdirs = []
+        # Component requires on a [platform_requires] package make CMakeDeps fail ("is not a
+        # direct dependency", conan-io/conan#17348), so only packages Conan really provides are
+        # listed; the build module finds the others on the system.
+        for name, component in (("eigen", "eigen::eigen"), ("boost", "boost::headers")):
+            if name in self.dependencies:  # a platform requirement is not listed there
+                core.requires.append(component)
+        self.cpp_info.set_property("cmake_build_modules", [_SYSTEM_DEPS_MODULE_PATH])
+        if self.settings.os in ("Linux", "FreeBSD"):
+            core.system_libs = ["pthread"]
+        if self.options.openmp:
+            # Eigen's GEMMs and the CPU model's loops run in parallel under OpenMP; without the
+            # flag the pragmas are ignored and everything runs on one thread (still correct).
+            core.cxxflags = ["-fopenmp"]
+            core.sharedlinkflags = ["-fopenmp"]
+            core.exelinkflags = ["-fopenmp"]
+
+        if self.options.cuda:
+            cuda = self.cpp_info.components["cuda"]
+            cuda.set_property("cmake_target_name", "trainkit::cuda")
+            cuda.requires = ["core"]
+            cuda.bindirs = []
+            cuda.system_libs = ["cudart", "cublasLt", "dl", "rt"]
+            cuda_root = os.environ.get("CUDA_PATH") or os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+            cuda.includedirs = [os.path.join(cuda_root, "include")]
+            cuda.libdirs = [os.path.join(cuda_root, "lib64")]

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/conan-create.sh — builds and tests trainkit's Conan package offline, as CI does:
+# `conan create conan --profile:all conan/profiles/system`, which packages include/, then builds and
+# runs conan/test_package (CMakeDeps + CMakeToolchain, a few training steps). Eigen, Boost and
+# GoogleTest come from the system (scripts/install-deps.sh) through the profile's
+# [platform_requires], so the Conan Center remote is disabled: nothing is downloaded but Conan.
+#
+# Uses `conan` from PATH, or installs Conan 2 from PyPI into a virtual environment under the work
+# directory (about 15 s). CONAN_HOME is kept under the work directory too, so ~/.conan2 is never
+# touched. Options:
+#   --skip-if-missing   exit 77 (ctest: skipped) instead of installing Conan when none is on PATH
+# Environment: TRAINKIT_CONAN_WORK (default: build-conan in the repository).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${TRAINKIT_CONAN_WORK:-$PWD/build-conan}
+mkdir -p "$work"
+SECONDS=0
+
+conan=$(command -v conan || true)
+if [[ -z $conan ]]; then
+  if [[ ${1:-} == --skip-if-missing ]]; then
+    echo "conan not found on PATH: skipped (scripts/conan-create.sh without options installs it)"
+    exit 77
+  fi
+  if [[ ! -x $work/venv/bin/conan ]]; then
+    python3 -m venv "$work/venv"
+    "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'conan>=2,<3'
+  fi
+  conan=$work/venv/bin/conan
+  echo "conan: installed $("$conan" --version) from PyPI into $work/venv in ${SECONDS}s"
+fi
+
+export CONAN_HOME=$work/home
+"$conan" profile detect --exist-ok >/dev/null
+"$conan" remote disable conancenter >/dev/null 2>&1 || true  # offline: the profile names the rest
+
+version=$(head -n1 VERSION)
+"$conan" create conan --profile:all conan/profiles/system --build=missing
+
+# The cuda option adds the trainkit::cuda component. Generating its CMake files needs no CUDA,
+# so check them here on any machine: the component target and the CUDA libraries it links.
+"$conan" install --requires="trainkit/$version" -o 'trainkit/*:cuda=True' \
+  --profile:all conan/profiles/system -g CMakeDeps --output-folder "$work/cuda-deps" >/dev/null
+if ! grep -q 'trainkit::cuda' "$work"/cuda-deps/trainkit-Target-*.cmake ||
+   ! grep -q 'cublasLt' "$work"/cuda-deps/trainkit-*-data.cmake; then
+  echo "conan: the cuda option did not produce trainkit::cuda linking cublasLt" >&2
+  exit 1
+fi
+echo "conan: trainkit/$version created and tested; cuda component checked (${SECONDS}s)"
