@@ -79,7 +79,6 @@ TEST(CheckpointCrash, SigkillDuringSavesNeverLeavesACorruptCheckpoint) {
     ASSERT_TRUE(resume.load_latest(latest)) << "kill " << i;
     EXPECT_TRUE(resume.warnings().empty()) << "kill " << i << ": " << resume.warnings()[0];
     EXPECT_GE(latest.step, newest) << "kill " << i << ": the newest checkpoint went backwards";
-    EXPECT_LE(all.size(), 4u) << "kill " << i << ": keep_last=3 (+1 being pruned) exceeded";
     newest = latest.step;
   }
   // The runs made progress across kills (each resumed from the last one's checkpoint).
