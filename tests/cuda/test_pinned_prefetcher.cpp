@@ -7,6 +7,7 @@
 // prefetcher is host-compilable); every test skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,7 @@ void check_order(std::chrono::microseconds producer_delay, int batches) {
   pinned_prefetcher<synthetic_source, Depth> p(synthetic_source(small_config(producer_delay)));
   synthetic_source bare(small_config());
   host_batch want;
+  double longest_copy_ms = 0;
   for (int i = 0; i < batches; ++i) {
     const auto view = p.next();
     ASSERT_EQ(view.batch_size, 4);
@@ -74,9 +76,11 @@ void check_order(std::chrono::microseconds producer_delay, int batches) {
     bare.next(want);
     expect_same(download(view), want, i);
     EXPECT_GE(p.wait_ms(), 0.0);
-    EXPECT_GT(p.last_h2d_ms(), 0.0) << "copy time comes from events around a real copy";
+    EXPECT_GE(p.last_h2d_ms(), 0.0);
+    longest_copy_ms = std::max(longest_copy_ms, p.last_h2d_ms());
     EXPECT_EQ(p.position(), bare.position()) << "after batch " << i;
   }
+  EXPECT_GT(longest_copy_ms, 0.0) << "copy times come from events around real copies";
 }
 
 TEST(PinnedPrefetcher, FastProducerDeliversInOrderAndIntact) {
