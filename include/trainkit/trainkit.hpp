@@ -15,9 +15,11 @@
 
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/bf16.hpp"
+#include "trainkit/core/calibrate_cpu.hpp"
 #include "trainkit/core/crc32c.hpp"
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/gemm_calibration.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/core/timing.hpp"

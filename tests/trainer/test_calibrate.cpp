@@ -26,16 +26,22 @@ namespace {
 struct model_with_calibration {
   double calibrate_tflops() { return 123.0; }
 };
-struct device_model_without_calibration {
-  using memory_space = tk::device_memory;
+struct model_with_full_record {
+  double calibrate_tflops() { return 1.0; }  // the richer hook wins
+  tk::gemm_calibration calibrate_gemm() { return {.tflops = 7.0, .what = "test gemm"}; }
 };
+struct model_without_calibration {};
 }  // namespace
 
-TEST(Calibrate, ModelHookIsPreferred) {
+TEST(Calibrate, ModelHooks) {
   model_with_calibration m;
   EXPECT_DOUBLE_EQ(tk::calibrate_for(m).tflops, 123.0);
-  device_model_without_calibration d;
-  EXPECT_EQ(tk::calibrate_for(d).tflops, 0.0);  // no host sgemm stand-in for a device model
+  model_with_full_record f;
+  EXPECT_EQ(tk::calibrate_for(f).what, "test gemm");
+  model_without_calibration none;
+  EXPECT_EQ(tk::calibrate_for(none).tflops, 0.0);
+  static_assert(tk::calibratable_model<tk::model::gpt2_cpu>);
+  static_assert(!tk::calibratable_model<model_without_calibration>);
 }
 
 TEST(Calibrate, TrainerReportsMfuAgainstTheMeasuredRate) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "trainkit/core/batch.hpp"
+#include "trainkit/core/calibrate_cpu.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
@@ -91,6 +92,8 @@ class basic_gpt2_cpu {
   std::span<const Scalar> gradients() const noexcept { return grads_; }
   std::size_t num_parameters() const noexcept { return params_.size(); }
   double flops_per_token(int T) const { return config_.flops_per_token(T); }
+  /// --calibrate: the rate of the GEMM this model runs on (trainer/calibrate.hpp).
+  gemm_calibration calibrate_gemm() const { return calibrate_cpu_sgemm(); }
 
   void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
 

@@ -349,7 +349,8 @@ class trainer {
         line += detail::format(" (%.1f%% of the %.4g TFLOP/s peak)", 100 * c.tflops / peak, peak);
       say(line + "\n");
     } else {
-      say("calibrate: this model provides no GEMM calibration (calibrate_tflops()); skipped\n");
+      say("calibrate: this model provides no GEMM calibration (calibrate_gemm() or "
+          "calibrate_tflops()); skipped\n");
     }
     return c;
   }
