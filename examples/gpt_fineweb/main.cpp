@@ -58,6 +58,22 @@ struct scoped_dir {
   }
 };
 
+/// The end-of-run chart: --chart, or <metrics>.svg beside --metrics. It is drawn from the
+/// metrics file when there is one, so a resumed run's chart shows the whole run.
+inline void write_run_chart(const train_options& o, const std::vector<tk::step_metrics>& steps) {
+  fs::path chart = o.chart;
+  if (chart.empty() && !o.metrics.empty()) chart = fs::path(o.metrics).replace_extension(".svg");
+  if (chart.empty()) return;
+  const std::string title = "gpt_fineweb " + o.model + " (" + o.device + ")";
+  if (!o.metrics.empty()) {
+    const auto file = tk::read_metrics_jsonl(o.metrics);
+    tk::write_chart_svg(chart, file.steps, {.title = title});
+  } else {
+    tk::write_chart_svg(chart, steps, {.title = title});
+  }
+  std::cout << "chart: " << chart.string() << "\n";
+}
+
 template <class Checkpointer>
 int train_with(const train_options& o, Checkpointer checkpointer) {
   using cpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<4>,
@@ -105,6 +121,8 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
   tc.ckpt_at_end = o.ckpt_mode != "none";
   tc.resume = o.resume;
   tc.metrics_path = o.metrics;
+  tc.tensorboard_dir = o.tensorboard;
+  tc.calibrate = o.calibrate;
   tc.log_every = o.log_every;
   tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
   tc.device_name = "cpu";
@@ -127,6 +145,7 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     std::cout << "---- report ----\n" << tk::format_summary(result.summary);
     if (!std::isnan(result.final_val_loss))
       std::printf("final val loss %.4f\n", result.final_val_loss);
+    write_run_chart(o, result.steps);
   }
   if (!o.export_path.empty()) {
     tk::model::save_llmc_model(o.export_path, t.model());
@@ -159,44 +178,17 @@ int run_train(const train_options& o) {
                                                           .fail_on_error = o.ckpt_fatal}));
 }
 
-/// `gpt_fineweb report METRICS.jsonl`: the end-of-run report for any metrics file.
-int run_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw tk::io_error("cannot open metrics file " + path);
-  std::vector<tk::step_metrics> steps;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw tk::format_error(path + ":" + std::to_string(lineno) + ": not a JSON object (" +
-                             e.what() + ")");
-    }
-    auto num = [&](const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; };
-    if (!j.contains("step") || !j.contains("dt_ms"))
-      throw tk::format_error(path + ":" + std::to_string(lineno) + ": missing step or dt_ms");
-    tk::step_metrics m;
-    m.step = std::uint64_t(num("step"));
-    m.loss = num("loss");
-    m.tokens = std::uint64_t(num("tokens"));
-    m.dt_ms = num("dt_ms");
-    m.data_wait_ms = num("data_wait_ms");
-    m.h2d_ms = num("h2d_ms");
-    m.compute_ms = num("compute_ms");
-    m.optimizer_ms = num("optimizer_ms");
-    m.ckpt_stall_ms = num("ckpt_stall_ms");
-    m.log_ms = num("log_ms");
-    m.eval_ms = num("eval_ms");
-    m.other_ms = num("other_ms");
-    m.tok_per_s = num("tok_per_s");
-    m.tflops = num("tflops");
-    m.mfu = num("mfu");
-    steps.push_back(m);
+/// `gpt_fineweb report METRICS.jsonl [--svg FILE]`: the end-of-run report for any metrics file,
+/// a crashed run's included (its cut-off last line is skipped with a warning).
+int run_report(const std::string& path, const std::string& svg) {
+  const auto file = tk::read_metrics_jsonl(path);
+  for (const auto& w : file.warnings) std::cerr << "gpt_fineweb: warning: " << w << "\n";
+  if (file.steps.empty()) throw tk::format_error(path + ": no step lines");
+  std::cout << tk::format_summary(tk::summarize(file.steps));
+  if (!svg.empty()) {
+    tk::write_chart_svg(svg, file.steps, {.title = fs::path(path).filename().string()});
+    std::cout << "chart: " << svg << "\n";
   }
-  if (steps.empty()) throw tk::format_error(path + ": no step lines");
-  std::cout << tk::format_summary(tk::summarize(steps));
   return 0;
 }
 
@@ -212,9 +204,10 @@ int main(int argc, char** argv) {
   prepare_options prep;
   auto* prepare = app.add_subcommand("prepare", "Tokenize text / JSONL into llm.c token shards");
   add_prepare_options(*prepare, prep);
-  std::string report_path;
+  std::string report_path, report_svg;
   auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
   report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
+  report->add_option("--svg", report_svg, "also write a chart of loss and phases per step (SVG)");
 
   try {
     app.parse(argc, argv);
@@ -232,7 +225,7 @@ int main(int argc, char** argv) {
   try {
     tk::install_stop_handlers();
     if (*prepare) return run_prepare(prep, std::cout);
-    if (*report) return run_report(report_path);
+    if (*report) return run_report(report_path, report_svg);
     return run_train(train);
   } catch (const tk::config_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";

@@ -44,6 +44,9 @@ struct train_options {
   int log_every = 1;
   int threads = 0;
   double peak_tflops = 0;
+  bool calibrate = false;
+  std::string tensorboard;           // event file directory; empty = none
+  std::string chart;                 // SVG chart at the end; empty = <metrics>.svg when --metrics
   bool no_progress = false;
 
   /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
@@ -112,6 +115,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--log-every", o.log_every, "console line every N steps");
   app.add_option("--threads", o.threads, "CPU threads (OpenMP); 0 = all cores");
   app.add_option("--peak-tflops", o.peak_tflops, "device peak for MFU, overriding the table");
+  app.add_flag("--calibrate", o.calibrate,
+               "time a GEMM at start-up; MFU is also reported against the measured rate");
+  app.add_option("--tensorboard", o.tensorboard, "write TensorBoard scalars (event file) to DIR");
+  app.add_option("--chart", o.chart,
+                 "SVG chart of loss and phase times per step (default: <metrics>.svg)");
   app.add_flag("--no-progress", o.no_progress, "no live progress line on a terminal");
 }
 
