@@ -4,10 +4,11 @@
 // The update is the per-element formula of adamw_cpu.hpp (its CPU reference), written in the same
 // operation order with explicitly rounded multiplies and adds (__fmul_rn/__fadd_rn) so that nvcc
 // does not contract them into FMAs: with the same clipping factor the fp32 master weights agree
-// with adamw_cpu's bit for bit (division and sqrt are IEEE-exact in both). Weight decay is decided
-// per *segment* (a run of elements with one decay flag, from the parameter layout): every block
-// works on one chunk of one segment, found by a binary search over at most `max_segments` chunk
-// offsets passed by value, so no per-element table exists.
+// with adamw_cpu's to the last bit or two (division and sqrt are IEEE-exact in both; a CPU build
+// with FMA, e.g. -march=x86-64-v3, may contract some of its own operations). Weight decay is
+// decided per *segment* (a run of elements with one decay flag, from the parameter layout): every
+// block works on one chunk of one segment, found by a binary search over at most `max_segments`
+// chunk offsets passed by value, so no per-element table exists.
 //
 // The norm is a CUB TransformReduce of squares in double (run-to-run deterministic on one GPU,
 // CUB's documentation); a one-thread kernel turns it into the clipping factor on the device, and
