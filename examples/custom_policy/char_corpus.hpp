@@ -38,7 +38,7 @@ inline constexpr std::string_view default_text =
     "list of numbers, passes them through one hidden layer and scores every character that could "
     "come next. It is far too small to write well, but it learns quickly which letters follow "
     "which, where the spaces go, and that a full stop is followed by a space and a capital "
-    "letter. Its loss falls from the loss of guessing to less than half of it within a few hundred "
+    "letter. Its loss falls from the loss of guessing to less than half of it within a hundred "
     "steps, on two cores, in a few seconds.\n";
 
 struct char_corpus_config {

@@ -32,7 +32,7 @@ using char_trainer = tk::trainer<char_corpus, tk::prefetch::threaded<4>, mlp_lm,
 namespace {
 
 struct options {
-  int steps = 300;
+  int steps = 150;
   int batch = 16;
   int seq = 64;
   float lr = 3e-3f;
