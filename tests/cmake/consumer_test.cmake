@@ -1,5 +1,6 @@
-# Runs one consumer route end to end (cmake -P): install trainkit to a prefix (find_package mode),
-# configure the consumer, build it and run it. Any failing step stops with FATAL_ERROR.
+# Runs one consumer route end to end (cmake -P): install trainkit to a prefix (find_package mode)
+# or point the consumer at the source tree (add_subdirectory) or the git repository
+# (fetchcontent), then configure the consumer, build it and run it. Any failing step stops with FATAL_ERROR.
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -20,6 +21,12 @@ if(MODE STREQUAL "find_package")
            -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
   run_step("install trainkit" ${CMAKE_COMMAND} --install ${WORK}/trainkit-build)
   list(APPEND consumer_args -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCONSUMER_MODE=find_package)
+elseif(MODE STREQUAL "fetchcontent")
+  # The committed HEAD: FetchContent clones, so uncommitted edits are not part of this route.
+  run_step("git rev-parse" git -C ${TRAINKIT_SOURCE} rev-parse HEAD)
+  string(STRIP "${step_output}" head)
+  list(APPEND consumer_args -DCONSUMER_MODE=fetchcontent -DTRAINKIT_DIR=${TRAINKIT_SOURCE}
+       -DTRAINKIT_GIT_TAG=${head})
 else()
   list(APPEND consumer_args -DCONSUMER_MODE=add_subdirectory -DTRAINKIT_DIR=${TRAINKIT_SOURCE})
 endif()
