@@ -81,7 +81,7 @@ step() {
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  echo "==== $name: $*" | tee "$logs/$name.log"
+  echo "==== $name: $*" >"$logs/$name.log"
   timeout --kill-after=10 "$limit" "$@" >>"$logs/$name.log" 2>&1
   local rc=$?
   local secs=$((SECONDS - t0)) status=ok detail=""
@@ -89,7 +89,7 @@ step() {
     local passed skipped failed
     passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$logs/$name.log" | grep -Eo '[0-9]+$' | tail -n1)
     skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+' "$logs/$name.log" | grep -Eo '[0-9]+$' | tail -n1)
-    failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$logs/$name.log")
+    failed=$(grep -Eo '\[  FAILED  \] [0-9]+ tests?, listed below' "$logs/$name.log" | grep -Eo '[0-9]+' | tail -n1)
     detail="passed ${passed:-0} skipped ${skipped:-0} failed ${failed:-0}"
   fi
   if (( rc == 124 || rc == 137 )); then status="TIMEOUT"; elif (( rc != 0 )); then status="FAIL($rc)"; fi
@@ -135,11 +135,14 @@ rm -rf "$ck"
   printf '%s\n' "${summary[@]}"
 } | tee -a "$logs/summary.txt"
 
-dest=${OUT:-$logs}
-mkdir -p "$dest"
-cp "$logs/summary.txt" "$dest/summary.txt"
-tar -czf "$dest/gpu_check_logs.tar.gz" -C "$logs" .
-echo "logs: $dest/gpu_check_logs.tar.gz, summary: $dest/summary.txt"
+if [[ -n ${OUT:-} ]]; then
+  mkdir -p "$OUT"
+  cp "$logs/summary.txt" "$OUT/summary.txt"
+  tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$logs" .
+  echo "logs: $OUT/gpu_check_logs.tar.gz, summary: $OUT/summary.txt"
+else
+  echo "logs: $logs (set OUT to collect them as one tarball)"
+fi
 failed=0
 for line in "${summary[@]}"; do [[ $line == *" ok "* ]] || failed=1; done
 exit $failed
