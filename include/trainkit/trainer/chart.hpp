@@ -99,10 +99,10 @@ inline std::vector<double> nice_ticks(double lo, double hi, int n = 5) {
 
 inline std::string tick_label(double v) {
   char buf[32];
-  if (std::fabs(v) >= 1e4 || (std::fabs(v) < 1e-2 && v != 0))
+  if (std::fabs(v) >= 1e7 || (std::fabs(v) < 1e-2 && v != 0))
     std::snprintf(buf, sizeof buf, "%.3g", v);
   else
-    std::snprintf(buf, sizeof buf, "%g", std::round(v * 1000) / 1000);
+    std::snprintf(buf, sizeof buf, "%.7g", std::round(v * 1000) / 1000);
   return buf;
 }
 
@@ -252,8 +252,10 @@ inline std::string render_chart_svg(std::span<const step_metrics> steps,
     total += stack;
   }
   if (!(dt_max > 0)) dt_max = 1;
+  // Round the scale up to a tick so the tallest bar sits under a labelled line.
   const auto ticks = detail::nice_ticks(0, dt_max, 5);
-  const double y_max = std::max(dt_max, ticks.empty() ? dt_max : ticks.back());
+  const double tick = ticks.size() > 1 ? ticks[1] - ticks[0] : dt_max;
+  const double y_max = std::ceil(dt_max / tick * (1 - 1e-12)) * tick;
   const double px_per_ms = ph / y_max;
   y_axis(top2, 0, y_max,
          bins.size() < steps.size()
@@ -278,6 +280,8 @@ inline std::string render_chart_svg(std::span<const step_metrics> steps,
   s += "</g>\n";
   x_axis(top2 + ph, "step");
   // Legend with each phase's share of all charted time, top phase first as in the bars' stack.
+  s += "<text x=\"" + fmt_num(lx) + "\" y=\"" + fmt_num(top2 - 6) +
+       "\" fill=\"#444\">share of charted time</text>\n";
   double ly = top2 + 8;
   for (std::size_t k = detail::chart_phases.size(); k-- > 0;) {
     const auto& p = detail::chart_phases[k];
