@@ -42,6 +42,7 @@
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/schedule.hpp"
 
+#include "trainkit/checkpoint/asio_checkpointer.hpp"
 #include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"

@@ -275,7 +275,8 @@ class trainer {
 
       {
         nvtx_range r("log", nvtx_colors::log);
-        report_step(m, fpt, peak);
+        report_checkpoint_error();  // a background save that failed since the last step
+      report_step(m, fpt, peak);
       }
       m.log_ms += phase.lap_ms();
 
@@ -305,6 +306,7 @@ class trainer {
     }
     if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
     checkpointer_.wait();  // a save still in flight completes before the run returns
+    report_checkpoint_error();
     if (cfg_.progress_bar && !cfg_.quiet) *out_ << "\r\033[K" << std::flush;
 
     result.last_step = step_;
@@ -369,6 +371,12 @@ class trainer {
 
   void save_checkpoint() {
     checkpointer_.save(gather_state());
+    report_checkpoint_error();
+  }
+
+  /// Asynchronous checkpointers report a failed background write on the next poll (training goes
+  /// on; the previous complete checkpoint stays loadable). Polling does not block.
+  void report_checkpoint_error() {
     if constexpr (requires { checkpointer_.take_error(); }) {
       if (auto err = checkpointer_.take_error()) say("warning: checkpoint: " + *err + "\n");
     }
