@@ -276,7 +276,7 @@ class trainer {
       {
         nvtx_range r("log", nvtx_colors::log);
         report_checkpoint_error();  // a background save that failed since the last step
-      report_step(m, fpt, peak);
+        report_step(m, fpt, peak);
       }
       m.log_ms += phase.lap_ms();
 
