@@ -13,11 +13,15 @@ function(run_step what)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
-set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
+set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
+    -DCONSUMER_TOKENIZER=${TOKENIZER})
+if(NOT DEFINED CUDA)
+  set(CUDA OFF)  # ON: install trainkit with its CUDA component (the cuda consumer needs it)
+endif()
 if(MODE STREQUAL "find_package")
   run_step("configure trainkit" ${CMAKE_COMMAND} -S ${TRAINKIT_SOURCE} -B ${WORK}/trainkit-build
            -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DTRAINKIT_BUILD_TESTS=OFF
-           -DTRAINKIT_BUILD_BENCH=OFF -DTRAINKIT_BUILD_EXAMPLES=OFF -DTRAINKIT_CUDA=OFF
+           -DTRAINKIT_BUILD_BENCH=OFF -DTRAINKIT_BUILD_EXAMPLES=OFF -DTRAINKIT_CUDA=${CUDA}
            -DCMAKE_INSTALL_PREFIX=${WORK}/prefix)
   run_step("install trainkit" ${CMAKE_COMMAND} --install ${WORK}/trainkit-build)
   list(APPEND consumer_args -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCONSUMER_MODE=find_package)

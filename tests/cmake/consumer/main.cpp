@@ -1,12 +1,29 @@
 // A consumer of trainkit: composes the CPU reference trainer from the shipped policies and checks
-// that a few steps on a synthetic source lower the loss. Built by the packaging tests.
+// that a few steps on a synthetic source lower the loss; with CONSUMER_TOKENIZER it also uses
+// trainkit::tokenizer. Built by the packaging tests.
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>
 #include <sstream>
 
+#if defined(CONSUMER_TOKENIZER)
+#include <trainkit/tokenizer/pretokenize.hpp>
+
+#include <string>
+#include <vector>
+#endif
+
 int main() {
   namespace tk = trainkit;
+#if defined(CONSUMER_TOKENIZER)
+  // Non-ASCII letters take utf8proc's tables, so this only passes when libutf8proc is linked.
+  const std::vector<std::string> want{"h\u00e9llo", " w\u00f6rld", " 42"};
+  if (tk::tokenizer::gpt2_pieces("h\u00e9llo w\u00f6rld 42") != want) {
+    std::printf("consumer: trainkit::tokenizer split the text wrongly\n");
+    return 1;
+  }
+  std::printf("consumer: trainkit::tokenizer OK\n");
+#endif
   using cpu_trainer = tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>,
                                   tk::model::gpt2_cpu, tk::optim::adamw_cpu,
                                   tk::checkpoint::no_checkpoint>;
