@@ -4,7 +4,8 @@
 # include/trainkit/version.hpp follow too). The package holds include/ only; consumers get the
 # CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), Threads and,
 # by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart + cuBLASLt from the
-# system CUDA toolkit). Eigen and Boost are ordinary requirements, so a profile may take them
+# system CUDA toolkit); option `tokenizer` adds trainkit::tokenizer (the GPT-2 tokenizer, which
+# needs utf8proc). Eigen, Boost and utf8proc are ordinary requirements, so a profile may take them
 # from Conan Center or, as conan/profiles/system does, from the system via [platform_requires].
 import os
 
@@ -31,13 +32,22 @@ if(TARGET trainkit::trainkit)
   set_property(TARGET trainkit::trainkit APPEND PROPERTY
                INTERFACE_LINK_LIBRARIES Eigen3::Eigen Boost::headers)
 endif()
+# utf8proc from the system: the same finder trainkit's own CMake package uses.
+if(TARGET trainkit::tokenizer AND NOT TARGET utf8proc::utf8proc)
+  include("${CMAKE_CURRENT_LIST_DIR}/trainkit-find-utf8proc.cmake")
+  if(NOT TARGET trainkit::utf8proc)
+    message(FATAL_ERROR "trainkit::tokenizer needs utf8proc (Debian: apt install libutf8proc-dev)")
+  endif()
+  set_property(TARGET trainkit::tokenizer APPEND PROPERTY INTERFACE_LINK_LIBRARIES trainkit::utf8proc)
+endif()
 # The flags trainkit's own CMakeLists gives nvcc (CMake 3.25 does not know nvcc 13's C++20 flag).
 if(TARGET trainkit::cuda)
   set_property(TARGET trainkit::cuda APPEND PROPERTY INTERFACE_COMPILE_OPTIONS
     "$<$<COMPILE_LANGUAGE:CUDA>:-std=c++20;--expt-relaxed-constexpr;--extended-lambda>")
 endif()
 """
-_SYSTEM_DEPS_MODULE_PATH = os.path.join("lib", "cmake", "trainkit", "trainkit-system-deps.cmake")
+_CMAKE_DIR = os.path.join("lib", "cmake", "trainkit")
+_SYSTEM_DEPS_MODULE_PATH = os.path.join(_CMAKE_DIR, "trainkit-system-deps.cmake")
 
 
 def _repo_root(recipe_folder):
@@ -55,8 +65,8 @@ class TrainkitConan(ConanFile):
     topics = ("deep-learning", "gpt-2", "training", "header-only", "cuda")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
-    options = {"cuda": [True, False], "openmp": [True, False]}
-    default_options = {"cuda": False, "openmp": True}
+    options = {"cuda": [True, False], "openmp": [True, False], "tokenizer": [True, False]}
+    default_options = {"cuda": False, "openmp": True, "tokenizer": False}
     no_copy_source = True
 
     def set_version(self):
@@ -68,7 +78,8 @@ class TrainkitConan(ConanFile):
 
     def export_sources(self):
         root = _repo_root(self.recipe_folder)
-        for pattern in ("include/*", "LICENSE*", "README.md", "CHANGELOG.md"):
+        for pattern in ("include/*", "cmake/trainkit-find-utf8proc.cmake", "LICENSE*", "README.md",
+                        "CHANGELOG.md"):
             copy(self, pattern, root, self.export_sources_folder)
 
     def layout(self):
@@ -78,6 +89,8 @@ class TrainkitConan(ConanFile):
         # transitive_headers: trainkit's public headers include Eigen's and Boost's.
         self.requires("eigen/3.4.0", transitive_headers=True)
         self.requires("boost/1.74.0", transitive_headers=True, libs=False)
+        if self.options.tokenizer:
+            self.requires("utf8proc/2.8.0")
 
     def validate(self):
         check_min_cppstd(self, 20)
@@ -94,6 +107,8 @@ class TrainkitConan(ConanFile):
              os.path.join(self.package_folder, "include"))
         copy(self, "LICENSE*", self.source_folder, os.path.join(self.package_folder, "licenses"))
         save(self, os.path.join(self.package_folder, _SYSTEM_DEPS_MODULE_PATH), _SYSTEM_DEPS_MODULE)
+        copy(self, "trainkit-find-utf8proc.cmake", os.path.join(self.source_folder, "cmake"),
+             os.path.join(self.package_folder, _CMAKE_DIR))
 
     def package_info(self):
         self.cpp_info.set_property("cmake_file_name", "trainkit")
@@ -128,3 +143,13 @@ class TrainkitConan(ConanFile):
             cuda_root = os.environ.get("CUDA_PATH") or os.environ.get("CUDA_HOME") or "/usr/local/cuda"
             cuda.includedirs = [os.path.join(cuda_root, "include")]
             cuda.libdirs = [os.path.join(cuda_root, "lib64")]
+
+        if self.options.tokenizer:
+            tokenizer = self.cpp_info.components["tokenizer"]
+            tokenizer.set_property("cmake_target_name", "trainkit::tokenizer")
+            tokenizer.requires = ["core"]
+            if "utf8proc" in self.dependencies:  # else the build module finds the system's
+                tokenizer.requires.append("utf8proc::utf8proc")
+            tokenizer.bindirs = []
+            tokenizer.libdirs = []
+            tokenizer.includedirs = []  # the headers are core's

@@ -35,7 +35,13 @@ export CONAN_HOME=$work/home
 "$conan" remote disable conancenter >/dev/null 2>&1 || true  # offline: the profile names the rest
 
 version=$(head -n1 VERSION)
-"$conan" create conan --profile:all conan/profiles/system --build=missing
+# tokenizer=True: the optional component is built and used by test_package too.
+"$conan" create conan --profile:all conan/profiles/system --build=missing \
+  -o 'trainkit/*:tokenizer=True' 2>&1 | tee "$work/create.log"
+if ! grep -q "trainkit::tokenizer from Conan OK" "$work/create.log"; then
+  echo "conan: test_package did not exercise trainkit::tokenizer" >&2
+  exit 1
+fi
 
 # The cuda option adds the trainkit::cuda component. Generating its CMake files needs no CUDA,
 # so check them here on any machine: the component target and the CUDA libraries it links.
@@ -46,4 +52,4 @@ if ! grep -q 'trainkit::cuda' "$work"/cuda-deps/trainkit-Target-*.cmake ||
   echo "conan: the cuda option did not produce trainkit::cuda linking cublasLt" >&2
   exit 1
 fi
-echo "conan: trainkit/$version created and tested; cuda component checked (${SECONDS}s)"
+echo "conan: trainkit/$version created and tested (tokenizer component included); cuda component checked (${SECONDS}s)"

@@ -1,11 +1,19 @@
 // conan/test_package/main.cpp — proves the Conan package is usable: the umbrella header compiles
 // with the packaged include/ and its Eigen/Boost requirements, version.hpp matches the package's
-// version, and the CPU trainer lowers the loss of a tiny GPT-2 on a synthetic source.
+// version, the CPU trainer lowers the loss of a tiny GPT-2 on a synthetic source, and (with
+// -o trainkit/*:tokenizer=True) the tokenizer component links utf8proc.
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+
+#if defined(TEST_TOKENIZER)
+#include <trainkit/tokenizer/pretokenize.hpp>
+
+#include <string>
+#include <vector>
+#endif
 
 int main() {
   namespace tk = trainkit;
@@ -14,6 +22,15 @@ int main() {
                 TRAINKIT_EXPECTED_VERSION);
     return 1;
   }
+#if defined(TEST_TOKENIZER)
+  // Non-ASCII letters take utf8proc's tables: this passes only with libutf8proc linked.
+  const std::vector<std::string> want{"h\u00e9llo", " w\u00f6rld", " 42"};
+  if (tk::tokenizer::gpt2_pieces("h\u00e9llo w\u00f6rld 42") != want) {
+    std::printf("trainkit::tokenizer split the text wrongly\n");
+    return 1;
+  }
+  std::printf("trainkit::tokenizer from Conan OK\n");
+#endif
   using cpu_trainer =
       tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
                   tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint>;
@@ -24,8 +41,7 @@ int main() {
   tc.schedule.max_lr = 3e-3f;
   tc.quiet = true;
   std::ostringstream log;
-  cpu_trainer t(tc,
-                tk::data::synthetic_source({.batch_size = 4, .seq_len = 32, .vocab_size = 256}),
+  cpu_trainer t(tc, tk::data::synthetic_source({.batch_size = 4, .seq_len = 32, .vocab_size = 256}),
                 std::nullopt, tk::model::gpt2_cpu(cfg, 1), tk::optim::adamw_config{},
                 tk::checkpoint::no_checkpoint{}, log);
   const auto r = t.run();

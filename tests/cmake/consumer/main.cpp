@@ -24,9 +24,9 @@ int main() {
   }
   std::printf("consumer: trainkit::tokenizer OK\n");
 #endif
-  using cpu_trainer = tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>,
-                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu,
-                                  tk::checkpoint::no_checkpoint>;
+  using cpu_trainer =
+      tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
+                  tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint>;
   auto cfg = tk::model::gpt2_config::preset("d2");
   cfg.max_seq_len = 32;
   tk::data::synthetic_config data{.batch_size = 4, .seq_len = 32, .vocab_size = 256, .seed = 1};
