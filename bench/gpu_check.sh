@@ -67,6 +67,11 @@ fi
 logs=$(mktemp -d /tmp/gpu-check.XXXXXX)
 export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+# cublasLt is not carried: say at once if the machine's toolkit does not provide it.
+if missing=$(ldd "$carry"/bin/* 2>/dev/null | grep "not found" | sort -u) && [[ -n $missing ]]; then
+  echo "gpu_check: shared libraries not found (add their folder to LD_LIBRARY_PATH):"
+  echo "$missing"
+fi
 start_all=$SECONDS
 summary=()
 
