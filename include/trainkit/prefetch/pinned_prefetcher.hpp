@@ -102,6 +102,12 @@ class pinned_prefetcher {
   /// next()); `s` must outlive the prefetcher or be unbound first.
   void bind_consumer_stream(cudaStream_t s) {
     std::lock_guard lock(mutex_);
+    if (consumer_bound_ && released_ < consumed_) {
+      // The held batch was handed to the old stream: its slot waits for that stream's work.
+      slot& held = ring_[(consumed_ - 1) % slots];
+      held.released.record(consumer_);
+      held.released_recorded = true;
+    }
     consumer_ = s;
     consumer_bound_ = s != nullptr;
   }
@@ -209,11 +215,11 @@ class pinned_prefetcher {
   // Under the lock: the consumer gives back the slot of the previous next().
   void release_held_slot() {
     slot& held = ring_[(consumed_ - 1) % slots];
+    // A host-synchronous consumer is done by now. A flag left from a bound period is harmless:
+    // waiting on an event that has completed costs nothing.
     if (consumer_bound_) {
       held.released.record(consumer_);
       held.released_recorded = true;
-    } else {
-      held.released_recorded = false;  // host-synchronous consumer: done by now
     }
   }
 
