@@ -161,9 +161,12 @@ int run_train(const train_options& o) {
 #endif
   if (o.device == "cuda") {
 #if defined(TRAINKIT_HAS_CUDA)
-    return run_train_cuda(o);  // train_cuda.cu
+    const int rc = run_train_cuda(o);  // train_cuda.cu
+    if (rc == 0 && !o.metrics.empty()) write_run_chart(o, {});  // the chart reads the metrics file
+    return rc;
 #else
-    throw tk::config_error("--device cuda: this build has no CUDA policies yet (CPU only)");
+    throw tk::config_error("--device cuda: this build has no CUDA support (nvcc was not found "
+                           "when it was configured)");
 #endif
   }
   if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});

@@ -119,6 +119,8 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
   tc.ckpt_at_end = o.ckpt_mode != "none";
   tc.resume = o.resume;
   tc.metrics_path = o.metrics;
+  tc.tensorboard_dir = o.tensorboard;
+  tc.calibrate = o.calibrate;
   tc.log_every = o.log_every;
   tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
   tc.device_name = model->device_name();

@@ -136,6 +136,7 @@ class pinned_prefetcher {
       last_position_ = s->position_after;
     }
     // The worker does not touch a slot between producing it and its release: no lock needed.
+    stopwatch copy_wait;
     if (consumer_bound_) {
       s->copied.wait_on(consumer_);
       if (s->copied.ready()) last_h2d_ms_ = copy_ms(*s);  // else keep the last finished one
@@ -143,6 +144,7 @@ class pinned_prefetcher {
       s->copied.synchronize();
       last_h2d_ms_ = copy_ms(*s);
     }
+    last_h2d_wait_ms_ = copy_wait.elapsed_ms();
     wait_ms_ = sw.elapsed_ms();
     const std::int32_t* d = s->device.data();
     return {d, d + tokens_, batch_, seq_};
@@ -150,8 +152,12 @@ class pinned_prefetcher {
 
   /// How long the last next() blocked the caller (worker not ready, or the copy not landed).
   double wait_ms() const noexcept { return wait_ms_; }
-  /// Device time of the host→device copy of the batch last returned (events), in ms.
+  /// Device time of the host→device copy of the batch last returned (events), in ms. The copy
+  /// overlaps compute; only `last_h2d_wait_ms()` of it blocked the caller.
   double last_h2d_ms() const noexcept { return last_h2d_ms_; }
+  /// The part of the last next() spent blocked on that batch's copy (included in wait_ms()): the
+  /// trainer reports it as h2d_ms and the rest of the wait as data_wait_ms.
+  double last_h2d_wait_ms() const noexcept { return last_h2d_wait_ms_; }
 
   /// The source position just after the batch last returned by next() (or the starting position).
   source_position position() const {
@@ -312,6 +318,7 @@ class pinned_prefetcher {
   source_position last_position_;
   double wait_ms_ = 0.0;      // consumer thread only
   double last_h2d_ms_ = 0.0;  // consumer thread only
+  double last_h2d_wait_ms_ = 0.0;  // consumer thread only
   std::thread worker_;
 };
 
