@@ -190,3 +190,17 @@ TEST(Gpt2Cuda, StateReportAndDeviceName) {
 }
 
 }  // namespace
+
+TEST(Gpt2Cuda, CalibrationMeasuresAPlausibleGemmRate) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda m(gpt2_config::preset("d2"), 1);
+  const auto c = m.calibrate_gemm(2048, 3);
+  EXPECT_EQ(c.n, 2048);
+  EXPECT_EQ(c.reps, 3);
+  EXPECT_GT(c.best_ms, 0.0);
+  EXPECT_NEAR(c.tflops, 2.0 * 2048.0 * 2048.0 * 2048.0 / (c.best_ms * 1e9), 1e-6 * c.tflops);
+  // A measured rate above the datasheet's dense peak would mean the timing is wrong.
+  if (const auto peak = trainkit::peak_tflops(m.device_name(), trainkit::compute_dtype::bf16))
+    EXPECT_LT(c.tflops, *peak * 1.05) << m.device_name();
+  EXPECT_THROW(m.calibrate_gemm(0, 1), trainkit::config_error);
+}

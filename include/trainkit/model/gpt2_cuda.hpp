@@ -40,6 +40,7 @@
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/gemm_calibration.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
@@ -124,6 +125,45 @@ class gpt2_cuda {
   cudaStream_t stream() const noexcept { return stream_->get(); }
   /// GEMMs whose epilogue ran through fallback kernels (cuBLASLt had no fused algorithm).
   int matmul_fallbacks() const noexcept { return blas_->fallbacks(); }
+
+  /// --calibrate (trainer/calibrate.hpp): the best of `reps` cuBLASLt bf16 GEMMs of n³ with fp32
+  /// accumulation — the model's own matmul path — timed with events on the model's stream. 8192³
+  /// is 1.1 TFLOP a repetition: long enough for the clocks to settle, small next to the arena.
+  /// Inputs are a constant non-zero byte pattern (0x3c3c ≈ 0.0115): zeros would draw less power and
+  /// flatter the rate.
+  gemm_calibration calibrate_gemm(int n = 8192, int reps = 5) {
+    if (n <= 0 || reps <= 0)
+      throw config_error("calibrate_gemm: n and reps must be positive (" + std::to_string(n) +
+                         ", " + std::to_string(reps) + ")");
+    const std::size_t elems = std::size_t(n) * std::size_t(n);
+    trainkit::cuda::device_buffer<kernels::bf16_t> a(elems), b(elems), d(elems);
+    a.fill_bytes_async(0x3c, stream());
+    b.fill_bytes_async(0x3c, stream());
+    kernels::matmul_arguments x;
+    x.a = a.data();
+    x.b = b.data();
+    x.d = d.data();
+    x.m = x.n = x.k = n;
+    x.lda = x.ldb = x.ldd = n;
+    blas_->run(x, stream());  // warm-up: algorithm choice, clocks
+    trainkit::cuda::event start, stop;
+    double best_ms = 0;
+    for (int r = 0; r < reps; ++r) {
+      start.record(stream());
+      blas_->run(x, stream());
+      stop.record(stream());
+      const double ms = trainkit::cuda::elapsed_ms(start, stop);
+      if (r == 0 || ms < best_ms) best_ms = ms;
+    }
+    stream_->synchronize();
+    gemm_calibration c;
+    c.n = n;
+    c.reps = reps;
+    c.best_ms = best_ms;
+    c.tflops = best_ms > 0 ? 2.0 * double(n) * double(n) * double(n) / (best_ms * 1e9) : 0.0;
+    c.what = "cuBLASLt bf16 " + std::to_string(n) + "^3 (fp32 accumulate)";
+    return c;
+  }
 
   /// Sizes the activation arena for batches up to (B, T); reallocates only to grow.
   void reserve(int B, int T) {
