@@ -18,6 +18,9 @@
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
+#include <trainkit/model/sampling.hpp>
+#include <trainkit/tokenizer/gpt2_tokenizer.hpp>
+#include <trainkit/tokenizer/vocab_files.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include "default_corpus.hpp"
@@ -47,6 +50,60 @@ inline fs::path write_default_corpus() {
   tk::data::write_shard((dir / "default_val_000000.bin").string(),
                         std::span<const std::uint16_t>(default_corpus_val_tokens));
   return dir;
+}
+
+/// Samples text from a trained model: the tokenizer, the prompt's tokens and the settings.
+struct sampler {
+  tk::tokenizer::gpt2_tokenizer tokenizer;
+  std::vector<std::int32_t> prompt;  // <|endoftext|> then the --prompt text, as GPT-2 starts a document
+  tk::model::sampling_config settings;
+  int length = 0;
+
+  static sampler from_options(const train_options& o) {
+    sampler s{tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(o.vocab)),
+              {}, {float(o.temperature), o.top_k, o.seed}, o.sample};
+    s.settings.validate();
+    s.prompt.push_back(std::int32_t(s.tokenizer.eot_token()));
+    for (auto id : s.tokenizer.encode(o.prompt)) s.prompt.push_back(std::int32_t(id));
+    return s;
+  }
+
+  /// The prompt and its sampled continuation, decoded (a seed per call keeps samples different).
+  template <class Model>
+  std::string operator()(Model& model, std::uint64_t seed_offset = 0) const {
+    auto cfg = settings;
+    cfg.seed += seed_offset;
+    const auto out = tk::model::generate(model, prompt, length, cfg);
+    std::vector<std::uint32_t> ids(prompt.begin() + 1, prompt.end());
+    for (auto t : out) ids.push_back(std::uint32_t(t));
+    return tokenizer.decode(std::span<const std::uint32_t>(ids));
+  }
+};
+
+/// `--sample N` without training: a model from --init-from or the newest checkpoint in --ckpt-dir.
+int run_sample(const train_options& o) {
+  if (o.init_from.empty() && o.ckpt_dir.empty())
+    throw tk::config_error("--sample needs a trained model: --init-from FILE or --ckpt-dir DIR");
+  const auto s = sampler::from_options(o);
+  std::optional<tk::model::gpt2_cpu> model;
+  if (!o.init_from.empty()) {
+    model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
+  } else if (!o.ckpt_dir.empty()) {
+    model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
+    tk::checkpoint::checkpoint_state state;
+    state.tensors = model->state();  // the model's tensors only: optimizer state is not needed
+    tk::checkpoint::sync_checkpointer ckpt({o.ckpt_dir, 0});
+    if (!ckpt.load_latest(state))
+      throw tk::config_error("--ckpt-dir " + o.ckpt_dir + ": no valid checkpoint to sample from");
+    for (const auto& w : ckpt.warnings()) std::cerr << "warning: " << w << "\n";
+    const auto it = state.meta.find("model");
+    if (it != state.meta.end() && it->second != model->config().to_string())
+      throw tk::config_error("--ckpt-dir " + o.ckpt_dir + " holds model '" + it->second +
+                             "', not --model " + o.model);
+    std::cout << "sampling from the checkpoint of step " << state.step << "\n";
+  }
+  std::cout << s(*model) << "\n";
+  return 0;
 }
 
 /// Removes the temporary corpus directory on every exit path.
@@ -139,6 +196,16 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
                 std::move(*model), ac, std::move(checkpointer));
   std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
             << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
+  std::optional<sampler> samples;
+  if (o.sample_every > 0) {
+    samples.emplace(sampler::from_options(o));
+    t.on_step([&](const tk::step_metrics& m) {
+      if (m.step % std::uint64_t(o.sample_every) == 0)
+        std::cout << "---- sample at step " << m.step << " ----\n"
+                  << (*samples)(t.model(), m.step) << "\n----\n";
+      return true;
+    });
+  }
   const auto result = t.run();
   if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
   if (!result.steps.empty()) {
@@ -159,6 +226,11 @@ int run_train(const train_options& o) {
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif
+  // Sampling runs the CPU model (gpt2_cuda has no forward_logits yet), also after a CUDA run.
+  if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
+  if (o.device == "cuda" && o.sample_every > 0)
+    throw tk::config_error("--sample-every: samples during training need --device cpu for now; "
+                           "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
   if (o.device == "cuda") {
 #if defined(TRAINKIT_HAS_CUDA)
     const int rc = run_train_cuda(o);  // train_cuda.cu
@@ -169,7 +241,8 @@ int run_train(const train_options& o) {
                            "when it was configured)");
 #endif
   }
-  if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
+  if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
+    if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
   if (o.ckpt_dir.empty())
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
   if (o.ckpt_mode == "sync")

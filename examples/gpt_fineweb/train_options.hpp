@@ -48,6 +48,12 @@ struct train_options {
   std::string tensorboard;           // event file directory; empty = none
   std::string chart;                 // SVG chart at the end; empty = <metrics>.svg when --metrics
   bool no_progress = false;
+  int sample = 0;            // tokens to sample: generation mode, or per sample with --sample-every
+  int sample_every = 0;      // during training: a sample every K steps (0 = none)
+  std::string prompt;        // text the samples continue (after <|endoftext|>)
+  double temperature = 1.0;  // 0 = greedy
+  int top_k = 40;
+  std::string vocab;         // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
   /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
   void validate() const {
@@ -68,7 +74,15 @@ struct train_options {
       throw trainkit::config_error("--ckpt-keep must be >= 0: " + std::to_string(ckpt_keep));
     if (resume && ckpt_mode == "none")
       throw trainkit::config_error("--resume needs --ckpt-mode sync|async and --ckpt-dir");
-    if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
+    if (sample < 0) throw trainkit::config_error("--sample must be >= 0: " + std::to_string(sample));
+    if (sample_every < 0)
+      throw trainkit::config_error("--sample-every must be >= 0: " + std::to_string(sample_every));
+    if (sample_every > 0 && sample == 0)
+      throw trainkit::config_error("--sample-every needs --sample N (tokens per sample)");
+    if (!(temperature >= 0))
+      throw trainkit::config_error("--temperature must be >= 0: " + std::to_string(temperature));
+    if (top_k < 0) throw trainkit::config_error("--top-k must be >= 0: " + std::to_string(top_k));
+        if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
       throw trainkit::config_error("--total-batch-tokens " + std::to_string(total_batch_tokens) +
                                    " is not a multiple of --batch x --seq = " +
                                    std::to_string(std::size_t(batch) * seq));
@@ -121,6 +135,15 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--chart", o.chart,
                  "SVG chart of loss and phase times per step (default: <metrics>.svg)");
   app.add_flag("--no-progress", o.no_progress, "no live progress line on a terminal");
+  app.add_option("--sample", o.sample,
+                 "sample N tokens: alone (with --init-from or --ckpt-dir) it generates instead of "
+                 "training; with --sample-every it sets the length of training-time samples");
+  app.add_option("--sample-every", o.sample_every, "print a sample every K training steps");
+  app.add_option("--prompt", o.prompt, "text the samples continue");
+  app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)");
+  app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
+  app.add_option("--vocab", o.vocab,
+                 "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB)");
 }
 
 }  // namespace gpt_fineweb

@@ -144,7 +144,8 @@ class trainer {
   const trainer_config& config() const noexcept { return cfg_; }
 
   /// Called after every step with its metrics; returning false stops the run after that step
-  /// exactly as a SIGINT would (final checkpoint included). For custom logging and early stops.
+  /// exactly as a SIGINT would (final checkpoint included). For custom logging, samples and early
+  /// stops. Its time is counted as the next step's log_ms, so the step timeline still tiles.
   void on_step(std::function<bool(const step_metrics&)> callback) {
     on_step_ = std::move(callback);
   }
@@ -207,6 +208,7 @@ class trainer {
     std::string pending_line;  // previous step's metrics line: written inside the next step
     step_metrics pending;      // and its metrics, for TensorBoard
     stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
+    double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
 
     while (step_ < std::uint64_t(cfg_.steps)) {
       if (stop_requested()) {
@@ -217,6 +219,7 @@ class trainer {
       // Ranges named like the report's phases, so an Nsight Systems timeline matches it.
       nvtx_range step_range("step", nvtx_colors::step);
       stopwatch phase;
+      m.log_ms += std::exchange(callback_ms, 0.0);
       // Writing the previous step's line blocks this step: count it here, so steps tile the run.
       if (!pending_line.empty()) {
         nvtx_range r("log", nvtx_colors::log);
@@ -301,9 +304,14 @@ class trainer {
         throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
                     std::to_string(step_));
       }
-      if (on_step_ && !on_step_(m) && !last) {
-        result.stopped = true;
-        break;
+      if (on_step_) {
+        stopwatch callback;
+        const bool go_on = on_step_(m);
+        callback_ms = callback.elapsed_ms();  // it blocks the loop: the next step logs it
+        if (!go_on && !last) {
+          result.stopped = true;
+          break;
+        }
       }
     }
     if (!pending_line.empty()) {
