@@ -118,6 +118,9 @@ class TrainkitConan(ConanFile):
         core.set_property("cmake_target_name", "trainkit::trainkit")
         core.bindirs = []
         core.libdirs = []
+        # Same as the CMake target: correctly rounded vector sqrt in Eigen, so AdamW's results do
+        # not depend on alignment or thread count (see CMakeLists.txt).
+        core.defines = ["EIGEN_FAST_MATH=0"]
         # Component requires on a [platform_requires] package make CMakeDeps fail ("is not a
         # direct dependency", conan-io/conan#17348), so only packages Conan really provides are
         # listed; the build module finds the others on the system.
