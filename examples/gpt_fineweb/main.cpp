@@ -165,31 +165,9 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
                                                     tk::data::order_kind::sequential, 0});
 
-  tk::trainer_config tc;
-  tc.steps = o.steps;
-  tc.total_batch_tokens = o.total_batch_tokens;
-  tc.schedule.kind = tk::optim::parse_schedule_kind(o.schedule);
-  tc.schedule.max_lr = float(o.lr);
-  tc.schedule.warmup_steps = o.warmup;
-  tc.schedule.final_lr_frac = float(o.final_lr_frac);
-  tc.eval_every = o.eval_every;
-  tc.eval_batches = o.eval_batches;
-  tc.ckpt_every = o.ckpt_every;
-  tc.ckpt_at_end = o.ckpt_mode != "none";
-  tc.resume = o.resume;
-  tc.metrics_path = o.metrics;
-  tc.tensorboard_dir = o.tensorboard;
-  tc.calibrate = o.calibrate;
-  tc.log_every = o.log_every;
-  tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
+  tk::trainer_config tc = make_trainer_config(o, mc.to_string());
   tc.device_name = "cpu";
-  tc.peak_tflops = o.peak_tflops;
-  tc.meta["model"] = mc.to_string();
-  tc.meta["seed"] = std::to_string(o.seed);
-
-  tk::optim::adamw_config ac{float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay),
-                             float(o.grad_clip)};
-  ac.validate();
+  const tk::optim::adamw_config ac = make_adamw_config(o);
 
   std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
   cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),

@@ -9,7 +9,12 @@
 #include <cstdint>
 #include <string>
 
+#include <unistd.h>
+
 #include <trainkit/core/error.hpp>
+#include <trainkit/optim/adamw_config.hpp>
+#include <trainkit/optim/schedule.hpp>
+#include <trainkit/trainer/trainer.hpp>
 
 namespace gpt_fineweb {
 
@@ -144,6 +149,40 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
   app.add_option("--vocab", o.vocab,
                  "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB)");
+}
+
+/// The loop settings every device shares; the caller adds device_name, dtype and meta["device"].
+inline trainkit::trainer_config make_trainer_config(const train_options& o,
+                                                    const std::string& model_text) {
+  trainkit::trainer_config tc;
+  tc.steps = o.steps;
+  tc.total_batch_tokens = o.total_batch_tokens;
+  tc.schedule.kind = trainkit::optim::parse_schedule_kind(o.schedule);
+  tc.schedule.max_lr = float(o.lr);
+  tc.schedule.warmup_steps = o.warmup;
+  tc.schedule.final_lr_frac = float(o.final_lr_frac);
+  tc.eval_every = o.eval_every;
+  tc.eval_batches = o.eval_batches;
+  tc.ckpt_every = o.ckpt_every;
+  tc.ckpt_at_end = o.ckpt_mode != "none";
+  tc.resume = o.resume;
+  tc.metrics_path = o.metrics;
+  tc.tensorboard_dir = o.tensorboard;
+  tc.calibrate = o.calibrate;
+  tc.log_every = o.log_every;
+  tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
+  tc.peak_tflops = o.peak_tflops;
+  tc.meta["model"] = model_text;
+  tc.meta["seed"] = std::to_string(o.seed);
+  return tc;
+}
+
+/// AdamW settings from the flags, validated (config_error names the bad value).
+inline trainkit::optim::adamw_config make_adamw_config(const train_options& o) {
+  trainkit::optim::adamw_config ac{float(o.beta1), float(o.beta2), float(o.eps),
+                                   float(o.weight_decay), float(o.grad_clip)};
+  ac.validate();
+  return ac;
 }
 
 }  // namespace gpt_fineweb
