@@ -108,6 +108,28 @@ struct gpt2_config {
   }
 };
 
+/// Indices of the GPT-2 parameter tensors in llm.c's order: position i of gpt2_parameter_layout.
+/// Both models index their offset tables with it (`using enum gpt2_tensor;` inside the class).
+enum class gpt2_tensor : std::size_t {
+  wte,
+  wpe,
+  ln1w,
+  ln1b,
+  qkvw,
+  qkvb,
+  attprojw,
+  attprojb,
+  ln2w,
+  ln2b,
+  fcw,
+  fcb,
+  fcprojw,
+  fcprojb,
+  lnfw,
+  lnfb,
+  tensor_count
+};
+
 /// The tensors of the flat parameter buffer in llm.c's order, offsets packed without gaps.
 /// weight_decay marks the matrices (wte, wpe, qkvw, attprojw, fcw, fcprojw), as llm.c does.
 inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
@@ -136,6 +158,8 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   add("fcprojb", {L, C}, false);
   add("lnfw", {C}, false);
   add("lnfb", {C}, false);
+  // One entry per gpt2_tensor, in the same order (the models index offsets with it).
+  static_assert(std::size_t(gpt2_tensor::tensor_count) == 16);
   return out;
 }
 

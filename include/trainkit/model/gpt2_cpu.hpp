@@ -156,25 +156,8 @@ class basic_gpt2_cpu {
   using buffer = detail::aligned_vector<Scalar>;  // 64-byte aligned: see aligned_vector.hpp
 
   // Indices into layout_ (llm.c order).
-  enum tensor_id : std::size_t {
-    wte,
-    wpe,
-    ln1w,
-    ln1b,
-    qkvw,
-    qkvb,
-    attprojw,
-    attprojb,
-    ln2w,
-    ln2b,
-    fcw,
-    fcb,
-    fcprojw,
-    fcprojb,
-    lnfw,
-    lnfb,
-    tensor_count
-  };
+  using tensor_id = gpt2_tensor;  // llm.c order, shared with the other GPT-2 model
+  using enum gpt2_tensor;
 
   // Forward activations for one batch shape; per-layer ones are stacked (L, ...).
   struct activations {
@@ -210,8 +193,8 @@ class basic_gpt2_cpu {
     return cfg;
   }
 
-  Scalar* tensor(tensor_id id) noexcept { return params_.data() + offsets_[id]; }
-  Scalar* grad(tensor_id id) noexcept { return grads_.data() + offsets_[id]; }
+  Scalar* tensor(tensor_id id) noexcept { return params_.data() + offsets_[std::size_t(id)]; }
+  Scalar* grad(tensor_id id) noexcept { return grads_.data() + offsets_[std::size_t(id)]; }
 
   void check_shape(int B, int T) const {
     if (B <= 0 || T <= 0)
@@ -376,7 +359,7 @@ class basic_gpt2_cpu {
 
   gpt2_config config_;
   std::vector<tensor_info> layout_;
-  std::array<std::size_t, tensor_count> offsets_{};
+  std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   buffer params_;
   buffer grads_;
   activations act_;

@@ -252,25 +252,8 @@ class gpt2_cuda {
   void copy_parameters_from_host(std::span<const float> in) { upload_parameters(in); }
 
  private:
-  enum tensor_id : std::size_t {
-    wte,
-    wpe,
-    ln1w,
-    ln1b,
-    qkvw,
-    qkvb,
-    attprojw,
-    attprojb,
-    ln2w,
-    ln2b,
-    fcw,
-    fcb,
-    fcprojw,
-    fcprojb,
-    lnfw,
-    lnfb,
-    tensor_count
-  };
+  using tensor_id = gpt2_tensor;  // llm.c order, shared with the other GPT-2 model
+  using enum gpt2_tensor;
 
   static_assert(kernels::matmul_context::workspace_bytes == gpt2_cuda_cublas_workspace_bytes);
 
@@ -321,10 +304,10 @@ class gpt2_cuda {
   // Flags after the N losses: [0] bad input token, [1] bad target.
   int* flags() const noexcept { return reinterpret_cast<int*>(losses() + step_rows_); }
   bf16_t* param(tensor_id id) noexcept {
-    return kernels::as_device_bf16(params_.data() + offsets_[id]);
+    return kernels::as_device_bf16(params_.data() + offsets_[std::size_t(id)]);
   }
   bf16_t* grad(tensor_id id) noexcept {
-    return kernels::as_device_bf16(grads_.data() + offsets_[id]);
+    return kernels::as_device_bf16(grads_.data() + offsets_[std::size_t(id)]);
   }
 
   void begin_step(std::size_t N) {
@@ -555,7 +538,7 @@ class gpt2_cuda {
   gpt2_config config_;
   gpt2_cuda_options options_;
   std::vector<tensor_info> layout_;
-  std::array<std::size_t, tensor_count> offsets_{};
+  std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   std::string device_name_;
   std::unique_ptr<trainkit::cuda::stream> stream_;
   std::unique_ptr<kernels::matmul_context> blas_;
