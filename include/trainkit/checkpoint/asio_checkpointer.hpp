@@ -169,7 +169,11 @@ class basic_asio_checkpointer {
       stager_policy.stage(copies);
 
       // packaged_task is move-only and asio wants a copyable handler on some paths: share it.
-      auto task = std::make_shared<std::packaged_task<void()>>([this] { write_staged(); });
+      // The task returns its failure as text rather than throwing: an exception object crossing
+      // threads is freed by whichever side drops the last exception_ptr, inside libstdc++ where
+      // ThreadSanitizer cannot see the ordering, and a message is all the caller needs.
+      auto task =
+          std::make_shared<std::packaged_task<std::string()>>([this] { return write_staged(); });
       running = task->get_future();
       boost::asio::post(pool, [task] { (*task)(); });
       last_snapshot_ms = clock.lap_ms();
@@ -263,20 +267,26 @@ class basic_asio_checkpointer {
     }
 
     // Runs on the pool's thread. Nothing else touches `staged` or the staging memory until the
-    // future is collected, so no lock is needed; the future carries the error back.
-    void write_staged() {
+    // future is collected, so no lock is needed; the future carries back the failure's text,
+    // empty when the checkpoint was written.
+    std::string write_staged() {
       const std::string name = step_dir_name(staged.step);
+      std::string what;
       try {
         stager_policy.wait_staged();
         if (config.before_write) config.before_write(config.dir / name);
         write_checkpoint(config.dir, staged, config.keep_last);
+        return {};
       } catch (const std::exception& e) {
-        // Disk full must not stay full of our own wreck: remove the half-written directory so
-        // the next save has the space (write_checkpoint prunes such wrecks only on success).
-        std::error_code ec;
-        std::filesystem::remove_all(config.dir / (std::string(temporary_prefix) + name), ec);
-        throw io_error(failure_text(e.what()));
+        what = e.what();
+      } catch (...) {
+        what = "unknown error";
       }
+      // Disk full must not stay full of our own wreck: remove the half-written directory so the
+      // next save has the space (write_checkpoint prunes such wrecks only on success).
+      std::error_code ec;
+      std::filesystem::remove_all(config.dir / (std::string(temporary_prefix) + name), ec);
+      return failure_text(what);
     }
 
     // Says whether the step made it to disk (a failure while pruning comes after the rename)
@@ -303,11 +313,16 @@ class basic_asio_checkpointer {
     void collect(bool block) {
       if (!running.valid()) return;
       if (!block && running.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+      std::string error;
       try {
-        running.get();
+        error = running.get();
+      } catch (const std::exception& e) {  // only if composing the message itself failed
+        error = e.what();
+      }
+      if (error.empty()) {
         ++completed;
-      } catch (const std::exception& e) {
-        pending_error = pending_error ? *pending_error + "; then " + e.what() : e.what();
+      } else {
+        pending_error = pending_error ? *pending_error + "; then " + error : error;
       }
     }
 
@@ -318,8 +333,8 @@ class basic_asio_checkpointer {
 
     asio_checkpointer_config config;
     Stager stager_policy;
-    checkpoint_state staged;    // the snapshot being written: tensors point into staging memory
-    std::future<void> running;  // the save in flight (valid until collected)
+    checkpoint_state staged;  // the snapshot being written: tensors point into staging memory
+    std::future<std::string> running;  // the save in flight (valid until collected): its error
     std::optional<std::string> pending_error;
     std::vector<std::string> warnings;
     std::uint64_t completed = 0;
