@@ -43,11 +43,6 @@ template <class S>
 using matrix_map = Eigen::Map<row_matrix<S>>;
 template <class S>
 using const_matrix_map = Eigen::Map<const row_matrix<S>>;
-// A column slice of a wider row-major buffer, e.g. one head's q inside qkv's 3C-wide rows.
-template <class S>
-using strided_map = Eigen::Map<row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <class S>
-using const_strided_map = Eigen::Map<const row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
 template <class S>
 using row_array = Eigen::Array<S, 1, Eigen::Dynamic>;
 template <class S>
@@ -135,44 +130,72 @@ void layernorm_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, cons
 
 // ---- linear layers ------------------------------------------------------------------------------
 
-/// How gemm() cuts `out` between threads: along the longer side, or by rows when the epilogue
-/// needs whole rows (a bias gradient summed per output row of dW).
+/// A row-major matrix in a flat buffer, `stride` elements from one row to the next, read as its
+/// transpose when `transposed`. Products take these rather than Eigen expressions, so each TU
+/// instantiates Eigen's product machinery for four operand shapes (A or Aᵀ times B or Bᵀ) instead
+/// of one per call site's expression type: that was most of the compile time of every program
+/// that trains gpt2_cpu.
+template <class S>
+struct operand {
+  const S* data = nullptr;
+  index stride = 0;  // elements between rows of the *stored* matrix
+  bool transposed = false;
+};
+
+/// C (M, N), rows `ldc` apart, = (or += when `add`) op(A) (M, K) · op(B) (K, N). One thread.
+template <class S>
+void gemm_block(S* c, index ldc, operand<S> a, operand<S> b, index M, index N, index K, bool add) {
+  using in_map = Eigen::Map<const row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  using out_map = Eigen::Map<row_matrix<S>, Eigen::Unaligned, Eigen::OuterStride<>>;
+  out_map out(c, M, N, Eigen::OuterStride<>(ldc));
+  auto run = [&](const auto& lhs, const auto& rhs) {
+    if (add)
+      out.noalias() += lhs * rhs;
+    else
+      out.noalias() = lhs * rhs;
+  };
+  const Eigen::OuterStride<> sa(a.stride), sb(b.stride);
+  if (!a.transposed && !b.transposed)
+    run(in_map(a.data, M, K, sa), in_map(b.data, K, N, sb));
+  else if (!a.transposed)
+    run(in_map(a.data, M, K, sa), in_map(b.data, N, K, sb).transpose());
+  else if (!b.transposed)
+    run(in_map(a.data, K, M, sa).transpose(), in_map(b.data, K, N, sb));
+  else
+    run(in_map(a.data, K, M, sa).transpose(), in_map(b.data, N, K, sb).transpose());
+}
+
+/// How gemm() cuts C between threads: along the longer side, or by rows when the epilogue needs
+/// whole rows (a bias gradient summed per output row of dW).
 enum class split { longer_side, rows };
 
-/// out (=, or += when `add`) lhs · rhs for Eigen expressions over row-major maps, then
-/// epilogue(r0, nr, c0, nc) on each block of `out` once its product is done.
+/// C (M, N), dense row-major, = (or += when `add`) op(A) · op(B), then epilogue(r0, nr, c0, nc) on
+/// each block of C once its product is done.
 ///
-/// Each OpenMP thread computes one contiguous slab of `out` with a single-threaded Eigen GEMM and
-/// runs the epilogue (bias, residual, bias gradient) on it while the slab is still in cache, so
-/// threads meet once per layer product. Eigen's own parallel GEMM shares packed panels between
-/// threads and spin-waits on them many times per product, which is ruinous when another process
-/// holds one of the cores (measured on the shared 2-core build machine: 1–6 GFLOP/s instead of
-/// ~25). Slabs are fixed by the shapes and the thread count, so results do not depend on
-/// scheduling.
-template <class Out, class Lhs, class Rhs, class Epilogue>
-void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add, split how, Epilogue&& epilogue) {
-  auto run = [&](auto&& o, const auto& l, const auto& r) {
-    if (add)
-      o.noalias() += l * r;
-    else
-      o.noalias() = l * r;
-  };
-  const index rows = out.rows(), cols = out.cols();
+/// Each OpenMP thread computes one contiguous slab of C with a single-threaded Eigen GEMM and runs
+/// the epilogue (bias, residual, bias gradient) on it while the slab is still in cache, so threads
+/// meet once per layer product. Eigen's own parallel GEMM shares packed panels between threads and
+/// spin-waits on them many times per product, which is ruinous when another process holds one of
+/// the cores (measured on the shared 2-core build machine: 1–6 GFLOP/s instead of ~25). Slabs are
+/// fixed by the shapes and the thread count, so results do not depend on scheduling.
+template <class S, class Epilogue>
+void gemm(S* c, operand<S> a, operand<S> b, index M, index N, index K, bool add, split how,
+          Epilogue&& epilogue) {
   int threads = 1;
 #if defined(_OPENMP)
   // Below ~4 MFLOP a slab is too small to pay for the team.
-  if (double(rows) * double(cols) * double(lhs.cols()) >= 2e6 && !omp_in_parallel())
+  if (double(M) * double(N) * double(K) >= 2e6 && !omp_in_parallel())
     threads = omp_get_max_threads();
 #endif
   if (threads <= 1) {  // small (or no OpenMP): Eigen's own heuristics decide
     (void)how;
-    run(out, lhs, rhs);
-    epilogue(index(0), rows, index(0), cols);
+    gemm_block(c, N, a, b, M, N, K, add);
+    epilogue(index(0), M, index(0), N);
     return;
   }
 #if defined(_OPENMP)
-  const bool split_cols = how == split::longer_side && cols >= rows;
-  const index extent = split_cols ? cols : rows;
+  const bool split_cols = how == split::longer_side && N >= M;
+  const index extent = split_cols ? N : M;
   constexpr index granule = 16;  // slab edges on whole AVX-512 packets
   const index per = ((extent + threads - 1) / threads + granule - 1) / granule * granule;
 #pragma omp parallel num_threads(threads)
@@ -180,12 +203,16 @@ void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add, split how, Epilogue
     const index begin = index(omp_get_thread_num()) * per;
     const index n = std::min(per, extent - begin);
     if (n > 0) {
-      if (split_cols) {
-        run(out.middleCols(begin, n), lhs, rhs.middleCols(begin, n));
-        epilogue(index(0), rows, begin, n);
-      } else {
-        run(out.middleRows(begin, n), lhs.middleRows(begin, n), rhs);
-        epilogue(begin, n, index(0), cols);
+      if (split_cols) {  // columns [begin, begin+n) of C and of op(B)
+        operand<S> part = b;
+        part.data += b.transposed ? begin * b.stride : begin;
+        gemm_block(c + begin, N, a, part, M, n, K, add);
+        epilogue(index(0), M, begin, n);
+      } else {  // rows [begin, begin+n) of C and of op(A)
+        operand<S> part = a;
+        part.data += a.transposed ? begin : begin * a.stride;
+        gemm_block(c + begin * N, N, part, b, n, N, K, add);
+        epilogue(begin, n, index(0), N);
       }
     }
   }
@@ -197,9 +224,8 @@ void gemm(Out out, const Lhs& lhs, const Rhs& rhs, bool add, split how, Epilogue
 template <class S>
 void matmul_forward(S* out, const S* inp, const S* w, const S* bias, const S* residual, index N,
                     int IC, int OC) {
-  gemm(matrix_map<S>(out, N, OC), const_matrix_map<S>(inp, N, IC),
-       const_matrix_map<S>(w, OC, IC).transpose(), false, split::longer_side,
-       [&](index r0, index nr, index c0, index nc) {
+  gemm(out, operand<S>{inp, IC, false}, operand<S>{w, IC, true}, N, OC, IC, false,
+       split::longer_side, [&](index r0, index nr, index c0, index nc) {
          if (!bias && !residual) return;
          for (index r = r0; r < r0 + nr; ++r) {
            array_map<S> y(out + r * OC + c0, nc);
@@ -214,11 +240,10 @@ void matmul_forward(S* out, const S* inp, const S* w, const S* bias, const S* re
 template <class S>
 void matmul_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w, index N,
                      int IC, int OC) {
-  const_matrix_map<S> dy(dout, N, OC);
-  gemm(matrix_map<S>(dinp, N, IC), dy, const_matrix_map<S>(w, OC, IC), false, split::longer_side,
-       [](index, index, index, index) {});
-  gemm(matrix_map<S>(dw, OC, IC), dy.transpose(), const_matrix_map<S>(inp, N, IC), true,
-       split::rows, [&](index o0, index no, index, index) {
+  gemm(dinp, operand<S>{dout, OC, false}, operand<S>{w, IC, false}, N, IC, OC, false,
+       split::longer_side, [](index, index, index, index) {});
+  gemm(dw, operand<S>{dout, OC, true}, operand<S>{inp, IC, false}, OC, IC, N, true, split::rows,
+       [&](index o0, index no, index, index) {
          if (!db) return;
          array_map<S> gb(db + o0, no);
          for (index r = 0; r < N; ++r) gb += const_array_map<S>(dout + r * OC + o0, no);
@@ -289,12 +314,11 @@ void attention_forward(S* out, S* att, const S* qkv, int B, int T, int C, int H)
   TRAINKIT_OMP_PARALLEL_FOR_IF(big)
   for (index bh = 0; bh < index(B) * H; ++bh) {
     const index b = bh / H, h = bh % H;
-    const S* base = qkv + b * T * 3 * C + h * hs;
-    const_strided_map<S> q(base, T, hs, Eigen::OuterStride<>(3 * C));
-    const_strided_map<S> k(base + C, T, hs, Eigen::OuterStride<>(3 * C));
-    const_strided_map<S> v(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
-    matrix_map<S> p(att + bh * T * T, T, T);
-    p.noalias() = q * k.transpose();  // (T, T)
+    const S* q = qkv + b * T * 3 * C + h * hs;  // (T, hs), rows 3C apart; k and v follow
+    S* pp = att + bh * T * T;
+    gemm_block(pp, T, operand<S>{q, 3 * C, false}, operand<S>{q + C, 3 * C, true}, T, T, hs,
+               false);  // q · kᵀ (T, T)
+    matrix_map<S> p(pp, T, T);
     for (index t = 0; t < T; ++t) {
       auto row = p.row(t).array();
       auto seen = row.head(t + 1);  // causal: position t attends to 0..t
@@ -303,8 +327,8 @@ void attention_forward(S* out, S* att, const S* qkv, int B, int T, int C, int H)
       seen /= seen.sum();
       row.tail(T - 1 - t).setZero();
     }
-    strided_map<S>(out + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)).noalias() =
-        p * v;  // (T, hs)
+    gemm_block(out + b * T * C + h * hs, C, operand<S>{pp, T, false},
+               operand<S>{q + 2 * C, 3 * C, false}, T, hs, T, false);  // p · v (T, hs)
   }
 }
 
@@ -319,15 +343,14 @@ void attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, const 
   for (index bh = 0; bh < index(B) * H; ++bh) {
     const index b = bh / H, h = bh % H;
     const index off = b * T * 3 * C + h * hs;
-    const Eigen::OuterStride<> s3(3 * C);
-    const_strided_map<S> q(qkv + off, T, hs, s3), k(qkv + off + C, T, hs, s3),
-        v(qkv + off + 2 * C, T, hs, s3);
-    strided_map<S> dq(dqkv + off, T, hs, s3), dk(dqkv + off + C, T, hs, s3),
-        dv(dqkv + off + 2 * C, T, hs, s3);
-    const_strided_map<S> dy(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
-    const_matrix_map<S> p(att + bh * T * T, T, T);
-    matrix_map<S> ds(scratch + bh * T * T, T, T);
-    ds.noalias() = dy * v.transpose();  // dP (T, T)
+    const S* q = qkv + off;  // (T, hs), rows 3C apart; k and v follow, C apart
+    S* dq = dqkv + off;      // likewise dq, dk, dv
+    const operand<S> dy{dout + b * T * C + h * hs, C, false};  // (T, hs)
+    const S* pp = att + bh * T * T;
+    const_matrix_map<S> p(pp, T, T);
+    S* dsp = scratch + bh * T * T;
+    gemm_block(dsp, T, dy, operand<S>{q + 2 * C, 3 * C, true}, T, T, hs, false);  // dP = dy · vᵀ
+    matrix_map<S> ds(dsp, T, T);
     for (index t = 0; t < T; ++t) {
       // Softmax backward on the causal part; entries above the diagonal have p = 0.
       auto pr = p.row(t).array().head(t + 1);
@@ -336,9 +359,11 @@ void attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, const 
       dr = pr * (dr - dot) * scale;  // dS with the 1/sqrt(hs) of the scores folded in
       ds.row(t).tail(T - 1 - t).setZero();
     }
-    dq.noalias() = ds * k;
-    dk.noalias() = ds.transpose() * q;
-    dv.noalias() = p.transpose() * dy;
+    gemm_block(dq, 3 * C, operand<S>{dsp, T, false}, operand<S>{q + C, 3 * C, false}, T, hs, T,
+               false);  // dq = dS · k
+    gemm_block(dq + C, 3 * C, operand<S>{dsp, T, true}, operand<S>{q, 3 * C, false}, T, hs, T,
+               false);                                                            // dk = dSᵀ · q
+    gemm_block(dq + 2 * C, 3 * C, operand<S>{pp, T, true}, dy, T, hs, T, false);  // dv = Pᵀ · dy
   }
 }
 
