@@ -14,8 +14,8 @@ directly. Two uses:
   (989 TFLOP/s, H100/H200 SXM dense bf16, as trainkit's device table), and one machine-readable
   line `result impl=torch model=... B=... T=... tok_s=... mfu=... median_ms=... first_ms=...`.
 * Reference on the CPU (`--device cpu`, fp32, no compile): tests/fixtures/golden/make_golden.py
-  builds the golden fixtures with this model, and tests/python/test_torch_reference.py checks it
-  against trainkit's CPU GPT-2.
+  builds the golden fixtures with this model, and bench/gpu/test_torch_reference.py checks it
+  (loss at init, loss falling, the result line).
 
     python3 bench/gpu/torch_reference.py --model d12 --batch 32 --seq 1024 --accum 1
     python3 bench/gpu/torch_reference.py --model d2 --device cpu --steps 20 --batch 2 --seq 64
