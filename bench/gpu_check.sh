@@ -160,6 +160,9 @@ done
 # cuDNN: no binary links it yet; say where the attention paths that will use it would find it.
 ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 ' && say "lib: libcudnn.so.9 resolved by the loader" ||
   find_lib libcudnn.so.9 || true
+# PyTorch keeps the machine's own library path: the carried libstdc++/libgomp are for our binaries
+# and may be older than what its wheels need.
+host_ld=${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 still=$(ldd "$carry"/bin/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
 [[ -n $still ]] && say "lib: still missing after the search: $still"
@@ -272,7 +275,7 @@ while read -r line; do
   left=$((torch_end - SECONDS))
   [[ $model == d12 ]] && ((left > 50)) && left=50  # leave d48 (compiled per block) its share
   step "torch_reference $model B=$B T=$T" "$left" '^result impl=torch' \
-    python3 "$torch_script" --model "$model" --batch "$B" --seq "$T" --accum "$accum" \
+    env LD_LIBRARY_PATH="$host_ld" python3 "$torch_script" --model "$model" --batch "$B" --seq "$T" --accum "$accum" \
     --steps 10 --warmup 3
   torch_lines+=$(grep '^result impl=torch' <<<"$last_output")$'\n'
 done <<<"$shapes"
@@ -296,16 +299,23 @@ ck=$(mktemp -d /tmp/gpu-check-ckpt.XXXXXX)
 fineweb_end=$((SECONDS + lim_fineweb))
 # 8 micro-batches of 4x1024 per step (the embedded validation split holds 7307 tokens, so B*T
 # must stay below that).
-step fineweb_d12_20steps $((fineweb_end - SECONDS - 20)) '^---- report ----' "$fw" --device cuda \
+# share N: what is left of the group's limit, less 5 s for each of the N steps after this one, at
+# most 15 s (the d2 runs take a few seconds each; d12 gets the rest).
+share() {
+  local s=$((fineweb_end - SECONDS - 5 * $1))
+  ((s > 15 && $1 < 4)) && s=15
+  echo $((s < 1 ? 1 : s))
+}
+step fineweb_d12_20steps "$(share 4)" '^---- report ----' "$fw" --device cuda \
   --model d12 --batch 4 --seq 1024 --steps 20 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
   --eval-every 0 --eval-batches 2 --no-progress --log-every 5 --metrics "$out/metrics_d12.jsonl"
-step fineweb_d2_sync_ckpt 6 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
+step fineweb_d2_sync_ckpt "$(share 3)" 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --ckpt-every 10 --no-progress --log-every 10
-step fineweb_d2_sync_resume 6 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
+step fineweb_d2_sync_resume "$(share 2)" 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --resume --no-progress --log-every 10 --export "$ck/d2.bin"
-step fineweb_d2_init_from 4 'step' "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
+step fineweb_d2_init_from "$(share 1)" 'step' "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
   --no-progress --log-every 5
-step fineweb_d2_async_ckpt $((fineweb_end - SECONDS)) 'step' "$fw" --device cuda --model d2 \
+step fineweb_d2_async_ckpt "$(share 0)" 'step' "$fw" --device cuda --model d2 \
   --steps 20 --ckpt-mode async --ckpt-dir "$ck/async" --ckpt-every 5 --no-progress --log-every 10
 rm -rf "$ck"
 
