@@ -3,10 +3,12 @@
 // trainkit::tokenizer. Built by the packaging tests.
 #include <trainkit/trainkit.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
 #if defined(CONSUMER_TOKENIZER)
+#include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/pretokenize.hpp>
 
 #include <string>
@@ -22,7 +24,15 @@ int main() {
     std::printf("consumer: trainkit::tokenizer split the text wrongly\n");
     return 1;
   }
-  std::printf("consumer: trainkit::tokenizer OK\n");
+  // No directory given: the vocabulary installed (or, in a source tree, bundled) with trainkit.
+  const auto tok =
+      tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(""));
+  if (tok.encode("Hello world") != std::vector<std::uint32_t>{15496, 995}) {
+    std::printf("consumer: the bundled vocabulary encodes wrongly\n");
+    return 1;
+  }
+  std::printf("consumer: trainkit::tokenizer OK (vocabulary %s)\n",
+              tk::tokenizer::resolve_vocab_dir("").c_str());
 #endif
   using cpu_trainer =
       tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
