@@ -1,8 +1,8 @@
-# Runs gpt_fineweb's Hugging Face subcommands the way a user does (cmake -P): a briefly trained
+# Runs gpt_fineweb's model-file subcommands the way a user does (cmake -P): a briefly trained
 # model exported with --export goes through export-hf and import-hf back to a byte-identical llm.c
-# file (fp32); the folder holds what from_pretrained reads; bad input ends with one line on stderr
-# naming the file or field and exit code 2.
-# -DEXE=gpt_fineweb -DWORK=scratch dir
+# file (fp32); the folder holds what from_pretrained reads; `eval --hellaswag` scores both files
+# identically; bad input ends with one line on stderr naming the file or field and exit code 2.
+# -DEXE=gpt_fineweb -DWORK=scratch dir -DFIXTURE=tests/eval/hellaswag_fixture.jsonl
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -21,6 +21,7 @@ function(expect_exit code regex)
     string(APPEND failures "`${ARGN}`: more than one line on stderr:\n${err}\n")
   endif()
   set(failures "${failures}" PARENT_SCOPE)
+  set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
 expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin)
@@ -38,6 +39,24 @@ if(NOT same EQUAL 0)
 endif()
 # The imported file is a model training starts from.
 expect_exit(0 "" --steps 1 --eval-every 0 --no-progress --init-from ${WORK}/back.bin)
+
+# HellaSwag on the fixture: the same line for the trained file and its HF round trip.
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/model.bin)
+set(first "${last_output}")
+if(NOT first MATCHES "^hellaswag: 3 examples, acc [01]\\.[0-9]+ \\([0-3]\\), acc_norm [01]\\.[0-9]+ \\([0-3]\\)\n$")
+  string(APPEND failures "eval: unexpected output '${first}'\n")
+endif()
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/back.bin)
+if(NOT first STREQUAL last_output)
+  string(APPEND failures "eval: '${last_output}' after the HF round trip, '${first}' before\n")
+endif()
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/model.bin --limit 1)
+if(NOT last_output MATCHES "^hellaswag: 1 examples")
+  string(APPEND failures "eval --limit 1: '${last_output}'\n")
+endif()
+file(WRITE ${WORK}/bad.jsonl "{\"ctx\": \"a\", \"label\": 7, \"endings\": [\"a\",\"b\",\"c\",\"d\"]}\n")
+expect_exit(2 "bad\\.jsonl':1.*label" eval --hellaswag ${WORK}/bad.jsonl --init-from ${WORK}/model.bin)
+expect_exit(2 "--init-from" eval --hellaswag ${FIXTURE})
 
 expect_exit(2 "missing\\.bin" export-hf ${WORK}/missing.bin ${WORK}/hf2)
 expect_exit(2 "--dtype" export-hf ${WORK}/model.bin ${WORK}/hf2 --dtype f16)
