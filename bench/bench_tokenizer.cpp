@@ -5,8 +5,8 @@
 // on exactly this text — the embedded default corpus (Python documentation prose) decoded back to
 // its documents — so the two figures compare. Also reported: encoding on every core, decoding,
 // and `prepare` end to end (JSONL in, shards out, vocabulary load included) on every core.
-// Needs the GPT-2 vocabulary ($TRAINKIT_GPT2_VOCAB or ../shared/data/gpt2); says so and exits
-// 0 without it.
+// Uses $TRAINKIT_GPT2_VOCAB, else the vocabulary bundled in vocab/gpt2; says so and exits
+// 0 when neither is found.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -31,12 +31,11 @@ namespace fs = std::filesystem;
 using trainkit::tokenizer::gpt2_tokenizer;
 
 std::optional<fs::path> vocab_dir() {
-  if (const char* env = std::getenv("TRAINKIT_GPT2_VOCAB"); env && *env) return fs::path(env);
-  // bench/bench_tokenizer.cpp -> <repo>/../shared/data/gpt2
-  const fs::path shared =
-      fs::path(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data" / "gpt2";
-  if (fs::exists(shared / "encoder.json")) return shared;
-  return std::nullopt;
+  try {
+    return trainkit::tokenizer::resolve_vocab_dir("");  // $TRAINKIT_GPT2_VOCAB, else bundled
+  } catch (const trainkit::config_error&) {
+    return std::nullopt;
+  }
 }
 
 struct corpus {

@@ -5,7 +5,9 @@
 # CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), Threads and,
 # by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart + cuBLASLt from the
 # system CUDA toolkit); option `tokenizer` adds trainkit::tokenizer (the GPT-2 tokenizer, which
-# needs utf8proc). Eigen, Boost and utf8proc are ordinary requirements, so a profile may take them
+# needs utf8proc). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
+# packaged as share/trainkit/gpt2 and named by TRAINKIT_GPT2_VOCAB_DIR, the default of
+# tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost and utf8proc are ordinary requirements, so a profile may take them
 # from Conan Center or, as conan/profiles/system does, from the system via [platform_requires].
 import os
 
@@ -48,6 +50,7 @@ endif()
 """
 _CMAKE_DIR = os.path.join("lib", "cmake", "trainkit")
 _SYSTEM_DEPS_MODULE_PATH = os.path.join(_CMAKE_DIR, "trainkit-system-deps.cmake")
+_VOCAB_DIR = os.path.join("share", "trainkit", "gpt2")
 
 
 def _repo_root(recipe_folder):
@@ -78,7 +81,7 @@ class TrainkitConan(ConanFile):
 
     def export_sources(self):
         root = _repo_root(self.recipe_folder)
-        for pattern in ("include/*", "cmake/trainkit-find-utf8proc.cmake", "LICENSE*", "README.md",
+        for pattern in ("include/*", "vocab/gpt2/*", "cmake/trainkit-find-utf8proc.cmake", "LICENSE*", "README.md",
                         "CHANGELOG.md"):
             copy(self, pattern, root, self.export_sources_folder)
 
@@ -106,6 +109,10 @@ class TrainkitConan(ConanFile):
         copy(self, "*", os.path.join(self.source_folder, "include"),
              os.path.join(self.package_folder, "include"))
         copy(self, "LICENSE*", self.source_folder, os.path.join(self.package_folder, "licenses"))
+        copy(self, "*", os.path.join(self.source_folder, "vocab", "gpt2"),
+             os.path.join(self.package_folder, _VOCAB_DIR))
+        copy(self, "LICENSE", os.path.join(self.source_folder, "vocab", "gpt2"),
+             os.path.join(self.package_folder, "licenses", "gpt2-vocabulary"))
         save(self, os.path.join(self.package_folder, _SYSTEM_DEPS_MODULE_PATH), _SYSTEM_DEPS_MODULE)
         copy(self, "trainkit-find-utf8proc.cmake", os.path.join(self.source_folder, "cmake"),
              os.path.join(self.package_folder, _CMAKE_DIR))
@@ -120,7 +127,9 @@ class TrainkitConan(ConanFile):
         core.libdirs = []
         # Same as the CMake target: correctly rounded vector sqrt in Eigen, so AdamW's results do
         # not depend on alignment or thread count (see CMakeLists.txt).
-        core.defines = ["EIGEN_FAST_MATH=0"]
+        core.defines = ["EIGEN_FAST_MATH=0",
+                        'TRAINKIT_GPT2_VOCAB_DIR="%s"' % os.path.join(self.package_folder, _VOCAB_DIR)]
+        core.resdirs = [os.path.join("share", "trainkit")]
         # Component requires on a [platform_requires] package make CMakeDeps fail ("is not a
         # direct dependency", conan-io/conan#17348), so only packages Conan really provides are
         # listed; the build module finds the others on the system.

@@ -1,14 +1,17 @@
 // conan/test_package/main.cpp — proves the Conan package is usable: the umbrella header compiles
 // with the packaged include/ and its Eigen/Boost requirements, version.hpp matches the package's
 // version, the CPU trainer lowers the loss of a tiny GPT-2 on a synthetic source, and (with
-// -o trainkit/*:tokenizer=True) the tokenizer component links utf8proc.
+// -o trainkit/*:tokenizer=True) the tokenizer component links utf8proc and finds the packaged
+// GPT-2 vocabulary.
 #include <trainkit/trainkit.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
 #if defined(TEST_TOKENIZER)
+#include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/pretokenize.hpp>
 
 #include <string>
@@ -29,7 +32,15 @@ int main() {
     std::printf("trainkit::tokenizer split the text wrongly\n");
     return 1;
   }
-  std::printf("trainkit::tokenizer from Conan OK\n");
+  // No directory given: the vocabulary packaged with trainkit (SHA-256 checked on load).
+  const auto tok =
+      tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(""));
+  if (tok.encode("Hello world") != std::vector<std::uint32_t>{15496, 995}) {
+    std::printf("trainkit::tokenizer: the packaged vocabulary encodes wrongly\n");
+    return 1;
+  }
+  std::printf("trainkit::tokenizer from Conan OK (vocabulary %s)\n",
+              tk::tokenizer::resolve_vocab_dir("").c_str());
 #endif
   using cpu_trainer =
       tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,

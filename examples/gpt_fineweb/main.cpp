@@ -1,5 +1,7 @@
 // gpt_fineweb — the flagship example: train GPT-2 on FineWeb shards (or the embedded corpus),
-// tokenize text into shards (`prepare`, prepare.hpp), and summarise any metrics file (`report`).
+// tokenize text into shards (`prepare`, prepare.hpp), summarise any metrics file (`report`), and
+// convert model files to and from Hugging Face folders (`export-hf`, `import-hf`, hf_commands.hpp),
+// and score a model on HellaSwag (`eval`, eval_command.hpp).
 //
 // Library code throws; this program turns a trainkit::config_error / format_error / io_error (a
 // bad flag, a bad or unreadable file) into one line on stderr and exit code 2. The
@@ -24,6 +26,8 @@
 #include <trainkit/trainkit.hpp>
 
 #include "default_corpus.hpp"
+#include "eval_command.hpp"
+#include "hf_commands.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
 #if defined(TRAINKIT_HAS_CUDA)
@@ -262,6 +266,17 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
   report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
   report->add_option("--svg", report_svg, "also write a chart of loss and phases per step (SVG)");
+  hf_export_command hf_export;
+  auto* export_hf =
+      app.add_subcommand("export-hf", "Write an llm.c model file as a Hugging Face GPT-2 folder");
+  add_hf_export_options(*export_hf, hf_export);
+  hf_import_command hf_import;
+  auto* import_hf =
+      app.add_subcommand("import-hf", "Read a Hugging Face GPT-2 folder into an llm.c model file");
+  add_hf_import_options(*import_hf, hf_import);
+  eval_command eval;
+  auto* eval_sub = app.add_subcommand("eval", "Score an llm.c model file on HellaSwag");
+  add_eval_options(*eval_sub, eval);
 
   try {
     app.parse(argc, argv);
@@ -280,6 +295,9 @@ int main(int argc, char** argv) {
     tk::install_stop_handlers();
     if (*prepare) return run_prepare(prep, std::cout);
     if (*report) return run_report(report_path, report_svg);
+    if (*export_hf) return run_hf_export(hf_export, std::cout);
+    if (*import_hf) return run_hf_import(hf_import, std::cout);
+    if (*eval_sub) return run_eval(eval, std::cout);
     return run_train(train);
   } catch (const tk::config_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";

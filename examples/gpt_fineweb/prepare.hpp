@@ -83,7 +83,8 @@ struct prepare_options {
 /// Registers prepare's flags on the `prepare` subcommand, writing into `o`.
 inline void add_prepare_options(CLI::App& sub, prepare_options& o) {
   sub.add_option("--vocab", o.vocab,
-                 "Directory with GPT-2 encoder.json + vocab.bpe (default: $TRAINKIT_GPT2_VOCAB)");
+                 "Directory with GPT-2 encoder.json + vocab.bpe (default: $TRAINKIT_GPT2_VOCAB, "
+                 "else the bundled one)");
   sub.add_option("--out", o.out, "Output directory for the shards")->required();
   sub.add_option("--shard-tokens", o.shard_tokens, "Tokens per training shard")
       ->capture_default_str()

@@ -148,7 +148,8 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
   app.add_option("--vocab", o.vocab,
-                 "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB)");
+                 "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB, "
+                 "else the bundled vocab/gpt2)");
 }
 
 /// The loop settings every device shares; the caller adds device_name, dtype and meta["device"].

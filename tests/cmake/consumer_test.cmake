@@ -14,7 +14,7 @@ function(run_step what)
 endfunction()
 
 set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
-    -DCONSUMER_TOKENIZER=${TOKENIZER})
+    -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF})
 if(NOT DEFINED CUDA)
   set(CUDA OFF)  # ON: install trainkit with its CUDA component (the cuda consumer needs it)
 endif()
@@ -39,3 +39,8 @@ run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK}/
 run_step("build consumer" ${CMAKE_COMMAND} --build ${WORK}/consumer-build)
 run_step("run consumer" ${WORK}/consumer-build/consumer)
 message("${step_output}")
+# An installed trainkit must find the vocabulary it installed, not the source tree's copy.
+if(MODE STREQUAL "find_package" AND TOKENIZER AND
+   NOT step_output MATCHES "vocabulary ${WORK}/prefix/share/trainkit/gpt2")
+  message(FATAL_ERROR "the installed consumer did not use ${WORK}/prefix/share/trainkit/gpt2")
+endif()

@@ -319,7 +319,7 @@ TEST(Gpt2Tokenizer, DecodeRejectsOutOfRangeIds) {
 
 TEST(Gpt2Tokenizer, RefusesAlteredVocabularyFiles) {
   REQUIRE_FULL_VOCAB();
-  const auto dir = *tokenizer_test::full_vocab_dir();
+  const auto dir = tokenizer_test::full_vocab_dir();
   const auto tmp = std::filesystem::temp_directory_path() / "trainkit_tok_altered_vocab";
   std::filesystem::create_directories(tmp);
   std::string enc = tokenizer_test::read_file(dir / "encoder.json");
@@ -348,9 +348,30 @@ TEST(Gpt2Tokenizer, VocabDirFromFlagOrEnvironment) {
       saved ? std::optional<std::string>(saved) : std::nullopt;
   ::setenv("TRAINKIT_GPT2_VOCAB", tmp.c_str(), 1);
   EXPECT_EQ(trainkit::tokenizer::resolve_vocab_dir(""), tmp);
+  ::setenv("TRAINKIT_GPT2_VOCAB", "/nonexistent/trainkit/vocab", 1);
+  try {
+    (void)trainkit::tokenizer::resolve_vocab_dir("");
+    ADD_FAILURE() << "expected config_error for a missing $TRAINKIT_GPT2_VOCAB";
+  } catch (const trainkit::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("TRAINKIT_GPT2_VOCAB=/nonexistent"), std::string::npos)
+        << e.what();
+  }
+  // Neither flag nor variable: the vocabulary bundled in the repository.
   ::unsetenv("TRAINKIT_GPT2_VOCAB");
-  EXPECT_THROW((void)trainkit::tokenizer::resolve_vocab_dir(""), trainkit::config_error);
+  const auto bundled = std::filesystem::path(TRAINKIT_SOURCE_DIR) / "vocab" / "gpt2";
+  ASSERT_TRUE(trainkit::tokenizer::bundled_vocab_dir().has_value());
+  EXPECT_TRUE(std::filesystem::equivalent(*trainkit::tokenizer::bundled_vocab_dir(), bundled));
+  EXPECT_TRUE(std::filesystem::equivalent(trainkit::tokenizer::resolve_vocab_dir(""), bundled));
   if (original) ::setenv("TRAINKIT_GPT2_VOCAB", original->c_str(), 1);
+}
+
+TEST(Gpt2Tokenizer, BundledVocabularyIsOpenAisFiles) {
+  // from_directory verifies the SHA-256 of both files; the ids are GPT-2's.
+  const auto dir = std::filesystem::path(TRAINKIT_SOURCE_DIR) / "vocab" / "gpt2";
+  const gpt2_tokenizer t = gpt2_tokenizer::from_directory(dir);
+  EXPECT_EQ(t.vocab_size(), 50257);
+  EXPECT_EQ(t.encode("Hello world"), (std::vector<std::uint32_t>{15496, 995}));
+  EXPECT_TRUE(std::filesystem::exists(dir / "LICENSE"));
 }
 
 // ---- the embedded default corpus ---------------------------------------------------------------

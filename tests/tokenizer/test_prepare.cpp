@@ -51,7 +51,7 @@ class Prepare : public ::testing::Test {
 
   prepare_options options(const std::string& out, std::vector<std::string> inputs) {
     prepare_options o;
-    o.vocab = tokenizer_test::full_vocab_dir()->string();
+    o.vocab = tokenizer_test::full_vocab_dir().string();
     o.out = (dir_ / out).string();
     o.inputs = std::move(inputs);
     o.progress_seconds = 0;

@@ -2,8 +2,8 @@
 //
 // The golden ids were produced once by tools/make_tokenizer_fixtures.py (tiktoken built from the
 // same vocab files) and committed, so the tests need no Python. Tests that need the full GPT-2
-// vocabulary find it in $TRAINKIT_GPT2_VOCAB or ../shared/data/gpt2 and skip, saying so, when
-// neither holds it.
+// vocabulary use the one resolve_vocab_dir("") finds: $TRAINKIT_GPT2_VOCAB when set, else the
+// copy bundled in the repository (vocab/gpt2), so they run on every fresh clone and never skip.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +13,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <string>
 
@@ -39,34 +38,19 @@ inline const nlohmann::json& golden() {
   return j;
 }
 
-/// The directory holding the full GPT-2 vocabulary, if this machine has one.
-inline std::optional<std::filesystem::path> full_vocab_dir() {
-  std::vector<std::filesystem::path> candidates;
-  if (const char* env = std::getenv("TRAINKIT_GPT2_VOCAB"); env && *env)
-    candidates.emplace_back(env);
-  candidates.emplace_back(std::filesystem::path(TRAINKIT_SHARED_DATA_DIR) / "gpt2");
-  for (const auto& d : candidates)
-    if (std::filesystem::exists(d / "encoder.json") && std::filesystem::exists(d / "vocab.bpe"))
-      return d;
-  return std::nullopt;
+/// The directory holding the full GPT-2 vocabulary ($TRAINKIT_GPT2_VOCAB, else the bundled copy).
+inline std::filesystem::path full_vocab_dir() {
+  return trainkit::tokenizer::resolve_vocab_dir("");
 }
 
-/// The full tokenizer, loaded once; null when the vocabulary is absent.
+/// The full tokenizer, loaded (and SHA-256 checked) once.
 inline const trainkit::tokenizer::gpt2_tokenizer* full_tokenizer() {
-  static const std::unique_ptr<trainkit::tokenizer::gpt2_tokenizer> tok = [] {
-    std::unique_ptr<trainkit::tokenizer::gpt2_tokenizer> t;
-    if (auto dir = full_vocab_dir())
-      t = std::make_unique<trainkit::tokenizer::gpt2_tokenizer>(
-          trainkit::tokenizer::gpt2_tokenizer::from_directory(*dir));
-    return t;
-  }();
-  return tok.get();
+  static const trainkit::tokenizer::gpt2_tokenizer tok =
+      trainkit::tokenizer::gpt2_tokenizer::from_directory(full_vocab_dir());
+  return &tok;
 }
 
 }  // namespace tokenizer_test
 
-/// Skips the current test, saying why, when the full GPT-2 vocabulary is not on this machine.
-#define REQUIRE_FULL_VOCAB()                                                         \
-  if (tokenizer_test::full_tokenizer() == nullptr)                                   \
-  GTEST_SKIP() << "full GPT-2 vocabulary not found (set TRAINKIT_GPT2_VOCAB or put " \
-                  "encoder.json + vocab.bpe in ../shared/data/gpt2); skipping full-vocab test"
+/// Loads the full vocabulary, failing the test (never skipping it) when it cannot.
+#define REQUIRE_FULL_VOCAB() ASSERT_NO_THROW((void)tokenizer_test::full_tokenizer())

@@ -1,11 +1,12 @@
 // trainkit/tokenizer/vocab_files.hpp — finding, reading and verifying GPT-2 vocabulary files.
 //
-// The tokenizer loads the standard encoder.json + vocab.bpe from a directory given by a flag or,
-// failing that, the TRAINKIT_GPT2_VOCAB environment variable; nothing is downloaded at run time
-// (tools/fetch_gpt2_vocab.sh does that once for users with a network). Both files are checked
-// against the SHA-256 of OpenAI's published files — the values tiktoken also pins — so a
-// truncated download or a different vocabulary is refused instead of yielding ids that no other
-// tool would produce.
+// The tokenizer loads the standard encoder.json + vocab.bpe from a directory given by a flag,
+// else the TRAINKIT_GPT2_VOCAB environment variable, else the copy bundled with trainkit
+// (vocab/gpt2 in the sources, share/trainkit/gpt2 once installed; the build system names it in
+// TRAINKIT_GPT2_VOCAB_DIR). Nothing is downloaded at run time. Both files are checked against
+// the SHA-256 of OpenAI's published files — the values tiktoken also pins — so a truncated
+// download or a different vocabulary is refused instead of yielding ids no other tool would
+// produce.
 #pragma once
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -32,19 +34,42 @@ inline constexpr std::string_view gpt2_vocab_bpe_sha256 =
 /// Environment variable consulted when no vocabulary directory is given.
 inline constexpr const char* vocab_dir_env = "TRAINKIT_GPT2_VOCAB";
 
-/// The vocabulary directory: `flag_value` when non-empty, else $TRAINKIT_GPT2_VOCAB. Throws
-/// config_error naming both when neither is set, or when the directory does not exist.
+/// The vocabulary bundled with trainkit when the build system named it (TRAINKIT_GPT2_VOCAB_DIR,
+/// set by the trainkit::trainkit CMake target and the Conan package) and it exists; else none.
+inline std::optional<std::filesystem::path> bundled_vocab_dir() {
+#if defined(TRAINKIT_GPT2_VOCAB_DIR)
+  const std::filesystem::path dir(TRAINKIT_GPT2_VOCAB_DIR);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(dir / "encoder.json", ec) &&
+      std::filesystem::is_regular_file(dir / "vocab.bpe", ec))
+    return dir;
+#endif
+  return std::nullopt;
+}
+
+/// The vocabulary directory: `flag_value` when non-empty, else $TRAINKIT_GPT2_VOCAB, else the
+/// bundled copy. Throws config_error naming where the directory came from when it does not exist,
+/// or naming all three when none applies.
 inline std::filesystem::path resolve_vocab_dir(std::string_view flag_value,
                                                std::string_view flag_name = "--vocab") {
   std::string dir(flag_value);
   std::string origin = std::string(flag_name) + " " + dir;
   if (dir.empty()) {
     const char* env = std::getenv(vocab_dir_env);
-    if (env == nullptr || *env == '\0')
+    if (env == nullptr || *env == '\0') {
+      if (auto bundled = bundled_vocab_dir()) return *bundled;
       throw config_error("no GPT-2 vocabulary directory: pass " + std::string(flag_name) +
                          " DIR or set " + vocab_dir_env +
-                         " (a directory holding encoder.json and vocab.bpe; "
-                         "tools/fetch_gpt2_vocab.sh downloads them)");
+                         " (a directory holding encoder.json and vocab.bpe); the copy bundled "
+                         "with trainkit was not found (TRAINKIT_GPT2_VOCAB_DIR" +
+#if defined(TRAINKIT_GPT2_VOCAB_DIR)
+                         std::string("=") + TRAINKIT_GPT2_VOCAB_DIR +
+#else
+                         std::string(" not defined: build through trainkit's CMake or Conan "
+                                     "package") +
+#endif
+                         ")");
+    }
     dir = env;
     origin = std::string(vocab_dir_env) + "=" + dir;
   }

@@ -1,12 +1,21 @@
 // A consumer of trainkit: composes the CPU reference trainer from the shipped policies and checks
 // that a few steps on a synthetic source lower the loss; with CONSUMER_TOKENIZER it also uses
-// trainkit::tokenizer. Built by the packaging tests.
+// trainkit::tokenizer, with CONSUMER_HF trainkit::hf. Built by the packaging tests.
 #include <trainkit/trainkit.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
+#if defined(CONSUMER_HF)
+#include <trainkit/io/safetensors_read.hpp>
+#include <trainkit/io/safetensors_write.hpp>
+
+#include <filesystem>
+#include <vector>
+#endif
 #if defined(CONSUMER_TOKENIZER)
+#include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/pretokenize.hpp>
 
 #include <string>
@@ -22,7 +31,29 @@ int main() {
     std::printf("consumer: trainkit::tokenizer split the text wrongly\n");
     return 1;
   }
-  std::printf("consumer: trainkit::tokenizer OK\n");
+  // No directory given: the vocabulary installed (or, in a source tree, bundled) with trainkit.
+  const auto tok =
+      tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(""));
+  if (tok.encode("Hello world") != std::vector<std::uint32_t>{15496, 995}) {
+    std::printf("consumer: the bundled vocabulary encodes wrongly\n");
+    return 1;
+  }
+  std::printf("consumer: trainkit::tokenizer OK (vocabulary %s)\n",
+              tk::tokenizer::resolve_vocab_dir("").c_str());
+#endif
+#if defined(CONSUMER_HF)
+  {  // trainkit::hf: a safetensors round trip through nlohmann_json
+    const std::vector<float> v{1.5f, -2.0f, 0.25f};
+    const auto path = std::filesystem::temp_directory_path() / "trainkit_consumer.safetensors";
+    tk::io::write_safetensors(
+        path, {tk::io::safetensors_entry_of("x", tk::io::safetensors_dtype::f32, {3}, v)});
+    tk::io::safetensors_file f(path);
+    if (f.read("x") != v) {
+      std::printf("consumer: trainkit::hf safetensors round trip differs\n");
+      return 1;
+    }
+    std::printf("consumer: trainkit::hf OK\n");
+  }
 #endif
   using cpu_trainer =
       tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,

@@ -1,0 +1,78 @@
+# Runs gpt_fineweb's model-file subcommands the way a user does (cmake -P): a briefly trained
+# model exported with --export goes through export-hf and import-hf back to a byte-identical llm.c
+# file (fp32); the folder holds what from_pretrained reads; `eval --hellaswag` scores both files
+# identically; bad input ends with one line on stderr naming the file or field and exit code 2.
+# -DEXE=gpt_fineweb -DWORK=scratch dir -DFIXTURE=tests/eval/hellaswag_fixture.jsonl
+cmake_minimum_required(VERSION 3.25)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(failures "")
+
+# expect_exit(<code> <regex for stderr> args...)
+function(expect_exit code regex)
+  execute_process(COMMAND ${EXE} ${ARGN} WORKING_DIRECTORY ${WORK}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(STRIP "${err}" err)
+  if(NOT rc EQUAL code)
+    string(APPEND failures "`${ARGN}`: exit ${rc}, expected ${code}\n${err}\n")
+  elseif(NOT err MATCHES "${regex}")
+    string(APPEND failures "`${ARGN}`: stderr '${err}' does not match '${regex}'\n")
+  elseif(code EQUAL 2 AND err MATCHES "\n")
+    string(APPEND failures "`${ARGN}`: more than one line on stderr:\n${err}\n")
+  endif()
+  set(failures "${failures}" PARENT_SCOPE)
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin)
+expect_exit(0 "" export-hf ${WORK}/model.bin ${WORK}/hf)
+foreach(f model.safetensors config.json vocab.json merges.txt tokenizer_config.json)
+  if(NOT EXISTS ${WORK}/hf/${f})
+    string(APPEND failures "export-hf did not write ${f}\n")
+  endif()
+endforeach()
+expect_exit(0 "" import-hf ${WORK}/hf ${WORK}/back.bin)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/model.bin ${WORK}/back.bin
+                RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  string(APPEND failures "model.bin -> export-hf -> import-hf is not byte-identical\n")
+endif()
+# The imported file is a model training starts from.
+expect_exit(0 "" --steps 1 --eval-every 0 --no-progress --init-from ${WORK}/back.bin)
+
+# HellaSwag on the fixture: the same line for the trained file and its HF round trip.
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/model.bin)
+set(first "${last_output}")
+if(NOT first MATCHES "^hellaswag: 3 examples, acc [01]\\.[0-9]+ \\([0-3]\\), acc_norm [01]\\.[0-9]+ \\([0-3]\\)\n$")
+  string(APPEND failures "eval: unexpected output '${first}'\n")
+endif()
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/back.bin)
+if(NOT first STREQUAL last_output)
+  string(APPEND failures "eval: '${last_output}' after the HF round trip, '${first}' before\n")
+endif()
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/model.bin --limit 1)
+if(NOT last_output MATCHES "^hellaswag: 1 examples")
+  string(APPEND failures "eval --limit 1: '${last_output}'\n")
+endif()
+file(WRITE ${WORK}/bad.jsonl "{\"ctx\": \"a\", \"label\": 7, \"endings\": [\"a\",\"b\",\"c\",\"d\"]}\n")
+expect_exit(2 "bad\\.jsonl':1.*label" eval --hellaswag ${WORK}/bad.jsonl --init-from ${WORK}/model.bin)
+expect_exit(2 "--init-from" eval --hellaswag ${FIXTURE})
+
+expect_exit(2 "missing\\.bin" export-hf ${WORK}/missing.bin ${WORK}/hf2)
+expect_exit(2 "--dtype" export-hf ${WORK}/model.bin ${WORK}/hf2 --dtype f16)
+expect_exit(2 "nothing/config\\.json" import-hf ${WORK}/nothing ${WORK}/x.bin)
+file(READ ${WORK}/hf/config.json config)
+string(REPLACE "\"gelu_new\"" "\"relu\"" config "${config}")
+file(MAKE_DIRECTORY ${WORK}/relu)
+file(WRITE ${WORK}/relu/config.json "${config}")
+file(COPY ${WORK}/hf/model.safetensors DESTINATION ${WORK}/relu)
+expect_exit(2 "activation_function" import-hf ${WORK}/relu ${WORK}/x.bin)
+file(MAKE_DIRECTORY ${WORK}/trunc)
+file(COPY ${WORK}/hf/config.json DESTINATION ${WORK}/trunc)
+file(WRITE ${WORK}/trunc/model.safetensors "12345678")
+expect_exit(2 "trunc/model\\.safetensors" import-hf ${WORK}/trunc ${WORK}/x.bin)
+
+if(failures)
+  message(FATAL_ERROR "gpt_fineweb HF:\n${failures}")
+endif()
+message("gpt_fineweb HF: all cases behaved")

@@ -1,0 +1,235 @@
+// tests/model/test_hf_gpt2.cpp — Hugging Face GPT-2 folders: the fp32 round trip is bit-identical,
+// the stored layout is HF's (Conv1D transposed, unpadded wte, no lm_head), the logits of an
+// independent numpy GPT-2 over the exported folder match trainkit's CPU model (transformers'
+// own load is checked too where it is importable), and configs trainkit cannot compute are refused.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../io/python_support.hpp"
+#include "trainkit/model/hf_gpt2.hpp"
+#include "trainkit/tokenizer/vocab_files.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using trainkit::format_error;
+using trainkit::model::gpt2_config;
+using trainkit::model::gpt2_cpu;
+using trainkit::model::gpt2_tensor;
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("trainkit_hf_gpt2_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+gpt2_config small_config() {
+  gpt2_config c;
+  c.max_seq_len = 16;
+  c.vocab_size = 97;
+  c.padded_vocab_size = 128;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.channels = 32;
+  return c;
+}
+
+/// A model whose every parameter (biases and LayerNorm included) is random and distinct, so a
+/// mapping that swaps, drops or mis-transposes any tensor changes something; padded rows zero.
+gpt2_cpu random_model(const gpt2_config& cfg, std::uint32_t seed) {
+  gpt2_cpu m(cfg, trainkit::model::zero_parameters);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 0.1f);
+  for (float& p : m.parameters()) p = n(rng);
+  const auto wte = trainkit::model::gpt2_parameter_layout(cfg)[std::size_t(gpt2_tensor::wte)];
+  for (std::size_t i = std::size_t(cfg.vocab_size) * cfg.channels; i < wte.numel(); ++i)
+    m.parameters()[wte.offset + i] = 0.0f;
+  return m;
+}
+
+void write_json(const fs::path& p, const nlohmann::json& j) {
+  std::ofstream(p) << j.dump();
+}
+
+TEST(HfGpt2, Fp32RoundTripIsBitIdentical) {
+  const gpt2_config cfg = small_config();
+  const gpt2_cpu a = random_model(cfg, 1);
+  const fs::path d = scratch("roundtrip");
+  trainkit::model::save_hf_gpt2(d, a);
+  const gpt2_cpu b = trainkit::model::load_hf_gpt2_cpu(d);
+  EXPECT_EQ(b.config(), cfg);
+  ASSERT_EQ(b.parameters().size(), a.parameters().size());
+  EXPECT_TRUE(std::equal(a.parameters().begin(), a.parameters().end(), b.parameters().begin()));
+}
+
+TEST(HfGpt2, StoresHfLayout) {
+  const gpt2_config cfg = small_config();
+  const gpt2_cpu m = random_model(cfg, 2);
+  const fs::path d = scratch("layout");
+  trainkit::model::save_hf_gpt2(d, m);
+  trainkit::io::safetensors_file f(d / "model.safetensors");
+  EXPECT_EQ(f.find("lm_head.weight"), nullptr);  // tied: not stored
+  EXPECT_EQ(f.tensors().size(), 2 + 12 * std::size_t(cfg.num_layers) + 2);
+  const auto layout = trainkit::model::gpt2_parameter_layout(cfg);
+  auto tk = [&](gpt2_tensor t) { return m.parameters().data() + layout[std::size_t(t)].offset; };
+  const std::size_t C = std::size_t(cfg.channels);
+
+  const auto* wte = f.find("transformer.wte.weight");
+  ASSERT_NE(wte, nullptr);
+  EXPECT_EQ(wte->shape, (std::vector<std::int64_t>{cfg.vocab_size, cfg.channels}));
+  const auto wte_v = f.read("transformer.wte.weight");
+  EXPECT_TRUE(std::equal(wte_v.begin(), wte_v.end(), tk(gpt2_tensor::wte)));
+
+  // Layer 1's c_attn is Conv1D (in=C, out=3C): HF (r, c) = trainkit qkvw[1] (c, r).
+  const auto* qkv = f.find("transformer.h.1.attn.c_attn.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->shape, (std::vector<std::int64_t>{cfg.channels, 3 * cfg.channels}));
+  const auto qkv_v = f.read("transformer.h.1.attn.c_attn.weight");
+  const float* qkvw1 = tk(gpt2_tensor::qkvw) + 3 * C * C;
+  for (std::size_t r = 0; r < C; ++r)
+    for (std::size_t c = 0; c < 3 * C; ++c)
+      ASSERT_EQ(qkv_v[r * 3 * C + c], qkvw1[c * C + r]) << r << "," << c;
+  // mlp.c_proj is (in=4C, out=C).
+  const auto proj_v = f.read("transformer.h.1.mlp.c_proj.weight");
+  const float* fcprojw1 = tk(gpt2_tensor::fcprojw) + 4 * C * C;
+  EXPECT_EQ(proj_v[5 * C + 3], fcprojw1[3 * 4 * C + 5]);
+  EXPECT_EQ(f.read("transformer.h.1.ln_2.bias")[7], tk(gpt2_tensor::ln2b)[C + 7]);
+
+  const nlohmann::json j =
+      nlohmann::json::parse(trainkit::tokenizer::read_text_file(d / "config.json"));
+  EXPECT_EQ(j["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_EQ(j["vocab_size"], cfg.vocab_size);
+  EXPECT_EQ(j["n_positions"], cfg.max_seq_len);
+}
+
+TEST(HfGpt2, Bf16ExportRoundsEveryWeight) {
+  const gpt2_config cfg = small_config();
+  const gpt2_cpu a = random_model(cfg, 3);
+  const fs::path d = scratch("bf16");
+  trainkit::model::save_hf_gpt2(d, a, {trainkit::io::safetensors_dtype::bf16, {}});
+  const gpt2_cpu b = trainkit::model::load_hf_gpt2_cpu(d);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i)
+    ASSERT_EQ(b.parameters()[i], trainkit::bf16::from_float(a.parameters()[i]).to_float()) << i;
+}
+
+TEST(HfGpt2, TokenizerFilesAreGpt2s) {
+  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
+  ASSERT_TRUE(vocab.has_value());
+  const fs::path d = scratch("tokenizer");
+  trainkit::model::save_hf_gpt2(d, random_model(small_config(), 4),
+                                {trainkit::io::safetensors_dtype::f32, *vocab});
+  EXPECT_EQ(trainkit::tokenizer::read_text_file(d / "vocab.json"),
+            trainkit::tokenizer::read_text_file(*vocab / "encoder.json"));
+  EXPECT_EQ(trainkit::tokenizer::read_text_file(d / "merges.txt"),
+            trainkit::tokenizer::read_text_file(*vocab / "vocab.bpe"));
+  EXPECT_TRUE(fs::exists(d / "tokenizer_config.json"));
+}
+
+// Exports a model, runs trainkit's CPU forward on fixed tokens and has `mode` (numpy or
+// transformers) recompute the logits from the folder alone.
+void check_logits_with(const std::string& mode) {
+  const gpt2_config cfg = small_config();
+  gpt2_cpu m = random_model(cfg, 5);
+  const fs::path d = scratch("logits_" + mode);
+  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
+  ASSERT_TRUE(vocab.has_value());
+  trainkit::model::save_hf_gpt2(d / "model", m, {trainkit::io::safetensors_dtype::f32, *vocab});
+  const int B = 2, T = 9;
+  std::vector<std::int32_t> tokens(std::size_t(B * T));
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 37 + 11) % 97);
+  const auto logits = m.forward_logits(tokens, B, T);
+  std::ofstream(d / "tokens.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+  {  // only the V real columns: the padded ones are not tokens and HF has none
+    std::ofstream out(d / "logits.bin", std::ios::binary);
+    for (int r = 0; r < B * T; ++r)
+      out.write(
+          reinterpret_cast<const char*>(logits.data() + std::size_t(r) * cfg.padded_vocab_size),
+          std::streamsize(cfg.vocab_size * 4));
+  }
+  RUN_PYTHON_CHECK("model/hf_gpt2_check.py",
+                   mode + " '" + (d / "model").string() + "' '" + (d / "tokens.bin").string() +
+                       "' '" + (d / "logits.bin").string() + "' " + std::to_string(T));
+}
+
+TEST(HfGpt2, NumpyGpt2OverTheExportGivesTrainkitsLogits) {
+  check_logits_with("numpy");
+}
+
+// Skips where transformers + torch are not importable (CI does not install torch: too heavy).
+TEST(HfGpt2, TransformersLoadsTheExportWithTrainkitsLogits) {
+  check_logits_with("transformers");
+}
+
+TEST(HfGpt2, RefusesWhatTrainkitCannotCompute) {
+  const gpt2_config cfg = small_config();
+  const fs::path d = scratch("refuse");
+  trainkit::model::save_hf_gpt2(d, random_model(cfg, 6));
+  const nlohmann::json good =
+      nlohmann::json::parse(trainkit::tokenizer::read_text_file(d / "config.json"));
+  auto expect_refused = [&](const nlohmann::json& j, const std::string& needle) {
+    write_json(d / "config.json", j);
+    try {
+      (void)trainkit::model::read_hf_gpt2_config(d);
+      ADD_FAILURE() << "accepted; expected '" << needle << "'";
+    } catch (const format_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto with = [&](const char* k, nlohmann::json v) {
+    nlohmann::json j = good;
+    j[k] = v;
+    return j;
+  };
+  expect_refused(with("activation_function", "relu"), "activation_function");
+  expect_refused(with("layer_norm_epsilon", 1e-6), "layer_norm_epsilon");
+  expect_refused(with("n_inner", 64), "n_inner");
+  expect_refused(with("tie_word_embeddings", false), "tie_word_embeddings");
+  expect_refused(with("model_type", "llama"), "model_type");
+  nlohmann::json no_layers = good;
+  no_layers.erase("n_layer");
+  expect_refused(no_layers, "n_layer");
+  write_json(d / "config.json", good);
+
+  // An untied lm_head and a missing tensor, in files the reference layout would otherwise accept.
+  trainkit::io::safetensors_file f(d / "model.safetensors");
+  std::vector<std::vector<float>> values;
+  std::vector<trainkit::io::safetensors_entry> entries;
+  for (const auto& t : f.tensors()) values.push_back(f.read(t.name));
+  auto rewrite = [&](bool drop_ln_f, bool add_head) {
+    entries.clear();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto& t = f.tensors()[i];
+      if (drop_ln_f && t.name == "transformer.ln_f.bias") continue;
+      entries.push_back(trainkit::io::safetensors_entry_of(t.name, t.dtype, t.shape, values[i]));
+    }
+    static std::vector<float> head(std::size_t(cfg.vocab_size) * cfg.channels, 0.5f);
+    if (add_head)
+      entries.push_back(trainkit::io::safetensors_entry_of("lm_head.weight",
+                                                           trainkit::io::safetensors_dtype::f32,
+                                                           {cfg.vocab_size, cfg.channels}, head));
+    trainkit::io::write_safetensors(d / "model2.safetensors", entries);
+    fs::rename(d / "model2.safetensors", d / "model.safetensors");
+  };
+  auto expect_load_refused = [&](const std::string& needle) {
+    try {
+      (void)trainkit::model::load_hf_gpt2_cpu(d);
+      ADD_FAILURE() << "accepted; expected '" << needle << "'";
+    } catch (const format_error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  rewrite(false, true);
+  expect_load_refused("lm_head.weight differs from wte");
+  rewrite(true, false);
+  expect_load_refused("no tensor 'transformer.ln_f.bias'");
+}
+
+}  // namespace
