@@ -23,7 +23,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
 tests=(test_cuda_core test_pinned_prefetcher test_adamw_cuda test_cuda_kernels test_cuda_gpt2
-       test_cuda_training)
+       test_cuda_training test_cuda_flash_attention)
 benches=(bench_gpu_prefetch bench_gpu_training)
 programs=(gpt_fineweb)
 

@@ -67,7 +67,11 @@ enum uid : std::int64_t {
 /// user, as matmul_context.
 class cudnn_attention {
  public:
-  cudnn_attention() { cudnn_detail::check(cudnnCreate(&handle_), "cudnnCreate"); }
+  /// deterministic: the backward uses cuDNN's deterministic algorithm (no atomics whose order
+  /// varies run to run), as gpt2_cuda_options::deterministic asks.
+  explicit cudnn_attention(bool deterministic = true) : deterministic_(deterministic) {
+    cudnn_detail::check(cudnnCreate(&handle_), "cudnnCreate");
+  }
   cudnn_attention(const cudnn_attention&) = delete;
   cudnn_attention& operator=(const cudnn_attention&) = delete;
   ~cudnn_attention() {
@@ -176,7 +180,8 @@ class cudnn_attention {
       auto options = fe::graph::SDPA_backward_attributes()
                          .set_name("trainkit_sdpa_backward")
                          .set_causal_mask(true)
-                         .set_attn_scale(scale);
+                         .set_attn_scale(scale)
+                         .set_deterministic_algorithm(deterministic_);
       auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, stats, options);
       dQ->set_output(true).set_uid(cudnn_detail::dq_uid).set_dim(dims).set_stride(qkv_stride);
       dK->set_output(true).set_uid(cudnn_detail::dk_uid).set_dim(dims).set_stride(qkv_stride);
@@ -194,6 +199,7 @@ class cudnn_attention {
     return graphs_.emplace(k, std::move(g)).first->second;
   }
 
+  bool deterministic_;
   cudnnHandle_t handle_ = nullptr;
   std::map<key, graph_ptr> graphs_;
   cuda::device_buffer<std::byte> workspace_;
