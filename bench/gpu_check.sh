@@ -24,7 +24,7 @@ carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
 tests=(test_cuda_core test_pinned_prefetcher test_adamw_cuda test_cuda_kernels test_cuda_gpt2
        test_cuda_training test_cuda_flash_attention)
-benches=(bench_gpu_prefetch bench_gpu_training)
+benches=(bench_gpu_prefetch bench_gpu_training bench_gpu_attention)
 programs=(gpt_fineweb)
 
 if [[ ${1:-} == --build ]]; then
@@ -110,6 +110,7 @@ done
 
 step bench_gpu_prefetch 90 "$carry/bin/bench_gpu_prefetch"
 step bench_gpu_training 200 "$carry/bin/bench_gpu_training"
+step bench_gpu_attention 120 "$carry/bin/bench_gpu_attention"
 
 fw=$carry/bin/gpt_fineweb
 ck=$(mktemp -d /tmp/gpu-check-ckpt.XXXXXX)
