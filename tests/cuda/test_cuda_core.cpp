@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -189,6 +190,33 @@ TEST(Gpt2CudaHost, RecomputeSavesWhatItShould) {
   EXPECT_EQ(r0.activation_bytes - r1.activation_bytes, (L - 1) * N * 4 * C * 2);
   EXPECT_EQ(r1.activation_bytes - r2.activation_bytes, 2 * (L - 1) * N * C * 2);
   EXPECT_EQ(r0.scratch_bytes, r2.scratch_bytes);
+}
+
+TEST(Gpt2CudaHost, FlashAndCudnnAttentionKeepNoTxTMatrix) {
+  using trainkit::model::gpt2_attention;
+  for (const char* preset : {"d12", "d48"}) {
+    const auto cfg = trainkit::model::gpt2_config::preset(preset);
+    const std::size_t L = cfg.num_layers, C = cfg.channels, H = cfg.num_heads, B = 16, T = 1024,
+                      N = B * T;
+    const auto naive = trainkit::model::plan_gpt2_cuda_arena(cfg, 16, 1024, 0);
+    const auto flash =
+        trainkit::model::plan_gpt2_cuda_arena(cfg, 16, 1024, 0, gpt2_attention::flash);
+    const auto cudnn =
+        trainkit::model::plan_gpt2_cuda_arena(cfg, 16, 1024, 0, gpt2_attention::cudnn);
+    EXPECT_EQ(flash.att.bytes, 0u);
+    EXPECT_EQ(flash.scores.bytes + flash.dscores.bytes + flash.heads.bytes + flash.dqkvr.bytes, 0u);
+    EXPECT_EQ(flash.lse.bytes, L * B * H * T * 4);
+    EXPECT_EQ(flash.dq_accum.bytes, N * C * 4);
+    EXPECT_EQ(cudnn.dq_accum.bytes + cudnn.att_delta.bytes, 0u);  // cuDNN has its own workspace
+    // Kept: L bf16 (B, H, T, T) matrices become L fp32 (B, H, T) rows (T is a multiple of 8).
+    EXPECT_EQ(naive.activation_bytes - flash.activation_bytes, L * B * H * T * (T * 2 - 4));
+    EXPECT_LT(flash.scratch_bytes, naive.scratch_bytes);
+    EXPECT_LE(cudnn.total_bytes, flash.total_bytes);
+    std::printf("%s B=16 T=1024: naive arena %.2f GiB, flash %.2f GiB, cudnn %.2f GiB\n", preset,
+                double(naive.total_bytes) / double(1 << 30),
+                double(flash.total_bytes) / double(1 << 30),
+                double(cudnn.total_bytes) / double(1 << 30));
+  }
 }
 
 TEST(Gpt2CudaHost, MemoryReport) {

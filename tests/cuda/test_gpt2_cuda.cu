@@ -41,9 +41,9 @@ struct device_batch {
   }
 };
 
-void compare_with_cpu(const char* preset, int B, int T) {
+void compare_with_cpu(const char* preset, int B, int T, gpt2_cuda_options opt = {}) {
   const gpt2_config cfg = gpt2_config::preset(preset);
-  gpt2_cuda gpu(cfg, 42);
+  gpt2_cuda gpu(cfg, 42, opt);
   fvec params(gpu.num_parameters());
   gpu.copy_parameters_to_host(params);  // the bf16-rounded weights both models use
   const device_batch batch(B, T, cfg.vocab_size, 7);
@@ -82,6 +82,34 @@ TEST(Gpt2Cuda, MatchesCpuD6T64) {
 TEST(Gpt2Cuda, MatchesCpuD6T256) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   compare_with_cpu("d6", 2, 256);
+}
+
+TEST(Gpt2Cuda, FlashAttentionMatchesCpuD2T256) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::flash;
+  opt.deterministic = false;  // flash's dq atomics
+  compare_with_cpu("d2", 2, 256, opt);
+}
+
+TEST(Gpt2Cuda, FlashAttentionMatchesCpuD6OddT) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::flash;
+  opt.deterministic = false;  // flash's dq atomics
+  compare_with_cpu("d6", 2, 100, opt);
+}
+
+TEST(Gpt2Cuda, FlashAttentionRefusesHeadSizesAndDeterminism) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();  // the constructor allocates before the check
+  gpt2_config cfg = gpt2_config::preset("d2");
+  cfg.num_heads = 4;  // head size 32
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::flash;
+  opt.deterministic = false;
+  EXPECT_THROW(gpt2_cuda(cfg, 1, opt), trainkit::config_error);
+  opt.deterministic = true;  // flash is not bit-reproducible: refused, not silently broken
+  EXPECT_THROW(gpt2_cuda(gpt2_config::preset("d2"), 1, opt), trainkit::config_error);
 }
 
 TEST(Gpt2Cuda, DeterministicRunsAreBitIdentical) {

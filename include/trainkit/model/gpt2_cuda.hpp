@@ -49,11 +49,15 @@
 #include "trainkit/model/cuda/common.cuh"
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
+#include "trainkit/model/cuda/flash_attention.cuh"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
 #include "trainkit/model/cuda/gpt2_host_init.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/cuda/matmul.cuh"
 #include "trainkit/model/gpt2_config.hpp"
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+#include "trainkit/model/cuda/cudnn_attention.cuh"
+#endif
 
 namespace trainkit::model {
 
@@ -96,6 +100,7 @@ class gpt2_cuda {
     if (options_.recompute < 0 || options_.recompute > 2)
       throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
                          std::to_string(options_.recompute));
+    check_attention_choice();
     for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
     device_name_ = trainkit::cuda::query_device().name;
     params_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
@@ -169,7 +174,7 @@ class gpt2_cuda {
   void reserve(int B, int T) {
     if (arena_.size() && B <= arena_batch_ && T <= arena_seq_) return;
     const int nb = std::max(B, arena_batch_), nt = std::max(T, arena_seq_);
-    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute);
+    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
     host_losses_ = trainkit::cuda::pinned_buffer<float>(std::size_t(nb) * nt + 4);
@@ -183,7 +188,8 @@ class gpt2_cuda {
   gpt2_cuda_memory_report memory_report() const {
     if (!arena_.size())
       throw config_error("gpt2_cuda::memory_report: no arena yet (call reserve(B, T) first)");
-    return gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute);
+    return gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute,
+                            options_.attention);
   }
 
   void zero_grad() {
@@ -377,14 +383,16 @@ class gpt2_cuda {
 
   struct layer_views {
     bf16_t *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_gelu, *res3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lse;
   };
 
   layer_views layer(int l, int B, int T) const {
     const std::size_t C = std::size_t(config_.channels), N = std::size_t(B) * T, NC = N * C;
     const std::size_t lr = options_.recompute >= 2 ? 0 : std::size_t(l);
     const std::size_t lg = options_.recompute >= 1 ? 0 : std::size_t(l);
-    const std::size_t att = kernels::attention_matrix_elements(B, config_.num_heads, T);
+    const bool naive = options_.attention == gpt2_attention::naive;
+    const std::size_t att = naive ? kernels::attention_matrix_elements(B, config_.num_heads, T) : 0;
+    const std::size_t rows = naive ? 0 : std::size_t(B) * config_.num_heads * T;
     layer_views v;
     v.ln1 = slot<bf16_t>(plan_.ln1) + lr * NC;
     v.qkvr = slot<bf16_t>(plan_.qkvr) + std::size_t(l) * 3 * NC;
@@ -399,7 +407,75 @@ class gpt2_cuda {
     v.ln1_rstd = slot<float>(plan_.ln1_rstd) + std::size_t(l) * N;
     v.ln2_mean = slot<float>(plan_.ln2_mean) + std::size_t(l) * N;
     v.ln2_rstd = slot<float>(plan_.ln2_rstd) + std::size_t(l) * N;
+    v.lse = slot<float>(plan_.lse) + std::size_t(l) * rows;
     return v;
+  }
+
+  void check_attention_choice() {
+    const int hs = config_.channels / config_.num_heads;
+    switch (options_.attention) {
+      case gpt2_attention::naive:
+        return;
+      case gpt2_attention::flash:
+        if (hs != 64 && hs != 128)
+          throw config_error("gpt2_cuda: attention=flash needs head size 64 or 128, shape " +
+                             config_.to_string() + " has " + std::to_string(hs));
+        // Its backward adds dq with fp32 atomics in no fixed order.
+        if (options_.deterministic)
+          throw config_error(
+              "gpt2_cuda: attention=flash is not bit-reproducible; set deterministic = false "
+              "or use attention=naive or cudnn");
+        return;
+      case gpt2_attention::cudnn:
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+        cudnn_ = std::make_unique<kernels::cudnn_attention>(options_.deterministic);
+        return;
+#else
+        throw config_error(
+            "gpt2_cuda: attention=cudnn, but trainkit was built without cudnn-frontend (link "
+            "trainkit::cudnn; pip install nvidia-cudnn-frontend)");
+#endif
+    }
+    throw config_error("gpt2_cuda: unknown attention choice " +
+                       std::to_string(int(options_.attention)));
+  }
+
+  // One layer's attention, out = v.atty (B, T, C), from qkv (B, T, 3C).
+  void attention_forward(const layer_views& v, const bf16_t* qkv, int B, int T, cudaStream_t s) {
+    const int C = config_.channels, H = config_.num_heads;
+    switch (options_.attention) {
+      case gpt2_attention::naive:
+        kernels::attention_forward(*blas_, v.atty, qkv, attention_views(v), B, T, C, H, s);
+        return;
+      case gpt2_attention::flash:
+        kernels::flash_attention_forward(v.atty, v.lse, qkv, B, T, C, H, s);
+        return;
+      case gpt2_attention::cudnn:
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+        cudnn_->forward(v.atty, v.lse, qkv, B, T, C, H, s);
+#endif
+        return;
+    }
+  }
+
+  void attention_backward(const layer_views& v, bf16_t* dqkv, const bf16_t* datty, int B, int T,
+                          cudaStream_t s) {
+    const int C = config_.channels, H = config_.num_heads;
+    switch (options_.attention) {
+      case gpt2_attention::naive:
+        kernels::attention_backward(*blas_, dqkv, datty, attention_views(v), B, T, C, H, s);
+        return;
+      case gpt2_attention::flash:
+        kernels::flash_attention_backward(dqkv, slot<float>(plan_.att_delta),
+                                          slot<float>(plan_.dq_accum), datty, v.qkvr, v.atty, v.lse,
+                                          B, T, C, H, s);
+        return;
+      case gpt2_attention::cudnn:
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+        cudnn_->backward(dqkv, datty, v.qkvr, v.atty, v.lse, B, T, C, H, s);
+#endif
+        return;
+    }
   }
 
   kernels::attention_buffers attention_views(const layer_views& v) const {
@@ -414,7 +490,7 @@ class gpt2_cuda {
   }
 
   void forward_trunk(const std::int32_t* inputs, int B, int T) {
-    const int C = config_.channels, H = config_.num_heads, L = config_.num_layers;
+    const int C = config_.channels, L = config_.num_layers;
     const int N = B * T;
     const cudaStream_t s = stream();
     bf16_t* encoded = slot<bf16_t>(plan_.encoded);
@@ -431,8 +507,10 @@ class gpt2_cuda {
       const layer_views v = layer(l, B, T);
       const bf16_t* x = l == 0 ? encoded : layer(l - 1, B, T).res3;  // (B, T, C)
       const std::size_t lc = std::size_t(l) * C;
-      linear_forward(qkv, v.ln1, param(qkvw) + lc * 3 * C, param(qkvb) + 3 * lc, N, C, 3 * C);
-      kernels::attention_forward(*blas_, v.atty, qkv, attention_views(v), B, T, C, H, s);
+      // flash and cudnn read q, k, v in place: the GEMM writes this layer's kept copy directly.
+      bf16_t* qkv_l = options_.attention == gpt2_attention::naive ? qkv : v.qkvr;
+      linear_forward(qkv_l, v.ln1, param(qkvw) + lc * 3 * C, param(qkvb) + 3 * lc, N, C, 3 * C);
+      attention_forward(v, qkv_l, B, T, s);
       linear_forward(proj, v.atty, param(attprojw) + lc * C, param(attprojb) + lc, N, C, C);
       kernels::layernorm_forward(v.res2, v.ln2, v.ln2_mean, v.ln2_rstd, x, proj, param(ln2w) + lc,
                                  param(ln2b) + lc, N, C, s);
@@ -460,7 +538,7 @@ class gpt2_cuda {
   }
 
   void backward_trunk(const std::int32_t* inputs, int B, int T) {
-    const int C = config_.channels, H = config_.num_heads, L = config_.num_layers;
+    const int C = config_.channels, L = config_.num_layers;
     const int N = B * T, Vp = config_.padded_vocab_size;
     const cudaStream_t s = stream();
     const bf16_t* logits = slot<bf16_t>(plan_.logits);  // now dloss/dlogits
@@ -511,7 +589,7 @@ class gpt2_cuda {
       // attention: res2 = x + attention(ln1(x))·attprojwᵀ + attprojb
       linear_backward(datty, grad(attprojw) + lc * C, grad(attprojb) + lc, dres, v.atty,
                       param(attprojw) + lc * C, N, C, C);
-      kernels::attention_backward(*blas_, dqkv, datty, attention_views(v), B, T, C, H, s);
+      attention_backward(v, dqkv, datty, B, T, s);
       if (options_.recompute >= 2)
         kernels::layernorm_forward(nullptr, v.ln1, nullptr, nullptr, x, nullptr, param(ln1w) + lc,
                                    param(ln1b) + lc, N, C, s);
@@ -543,6 +621,9 @@ class gpt2_cuda {
   std::string device_name_;
   std::unique_ptr<trainkit::cuda::stream> stream_;
   std::unique_ptr<kernels::matmul_context> blas_;
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+  std::unique_ptr<kernels::cudnn_attention> cudnn_;  // attention=cudnn only
+#endif
   trainkit::cuda::device_buffer<trainkit::bf16> params_;
   trainkit::cuda::device_buffer<trainkit::bf16> grads_;
   trainkit::cuda::device_buffer<std::byte> arena_;

@@ -7,7 +7,8 @@
 // backward and scratch reused layer after layer — lives in one arena carved out of a single
 // cudaMalloc, each buffer aligned to 256 bytes (cudaMalloc's own alignment, what cuBLASLt's
 // heuristic assumes by default and more than the 16 bytes the vectorised kernels need).
-// The attention matrices have rows padded to a multiple of 8 (attention.cuh's attention_ld).
+// The attention matrices (naive attention only) have rows padded to a multiple of 8
+// (attention.cuh's attention_ld).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,12 @@
 #include "trainkit/model/gpt2_config.hpp"
 
 namespace trainkit::model {
+
+/// How the CUDA GPT-2 computes attention (docs/cuda.md): `naive` materialises the T×T scores
+/// (attention.cuh), `flash` runs trainkit's own tiled kernels (flash_attention.cuh, head sizes 64
+/// and 128), `cudnn` cuDNN's fused attention (cudnn_attention.cuh; needs trainkit::cudnn).
+/// flash and cudnn keep only the log-sum-exp per row: no T×T buffer in the arena.
+enum class gpt2_attention { naive, flash, cudnn };
 
 /// Run-time choices of the CUDA GPT-2.
 struct gpt2_cuda_options {
@@ -34,6 +41,7 @@ struct gpt2_cuda_options {
   /// larger reuses the arena; a larger one grows it.
   int batch_size = 0;
   int seq_len = 0;
+  gpt2_attention attention = gpt2_attention::naive;
 
   friend bool operator==(const gpt2_cuda_options&, const gpt2_cuda_options&) = default;
 };
@@ -49,11 +57,14 @@ struct gpt2_cuda_arena_plan {
   static constexpr std::size_t alignment = 256;
 
   // Kept for backward (activations).
-  arena_slot encoded, ln1, ln1_mean, ln1_rstd, qkvr, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
-      fch_gelu, res3, lnf, lnf_mean, lnf_rstd, logits, losses;
-  // Reused layer after layer (scratch).
-  arena_slot qkv, proj, scores, dscores, heads, dqkvr, dres, dln, datty, dfch, ln_partial,
-      bias_grad, buckets;
+  // naive attention keeps q, k, v permuted in qkvr and P in att; flash and cudnn keep the QKV
+  // GEMM's output itself in qkvr, the log-sum-exp in lse, and att is empty.
+  arena_slot encoded, ln1, ln1_mean, ln1_rstd, qkvr, att, lse, atty, res2, ln2, ln2_mean, ln2_rstd,
+      fch, fch_gelu, res3, lnf, lnf_mean, lnf_rstd, logits, losses;
+  // Reused layer after layer (scratch). scores, dscores, heads, dqkvr: naive attention only;
+  // att_delta, dq_accum: flash only.
+  arena_slot qkv, proj, scores, dscores, heads, dqkvr, att_delta, dq_accum, dres, dln, datty, dfch,
+      ln_partial, bias_grad, buckets;
 
   std::size_t activation_bytes = 0;
   std::size_t scratch_bytes = 0;
@@ -62,7 +73,8 @@ struct gpt2_cuda_arena_plan {
 
 /// Lays out the arena for batches of B rows of T tokens.
 inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, int T,
-                                                 int recompute) {
+                                                 int recompute,
+                                                 gpt2_attention attention = gpt2_attention::naive) {
   cfg.validate();
   if (B <= 0 || T <= 0 || T > cfg.max_seq_len)
     throw config_error("gpt2_cuda: batch shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
@@ -73,7 +85,9 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
                     H = std::size_t(cfg.num_heads), N = std::size_t(B) * std::size_t(T),
                     Vp = std::size_t(cfg.padded_vocab_size);
   const std::size_t ld = (std::size_t(T) + 7) / 8 * 8;  // attention_ld
-  const std::size_t att = std::size_t(B) * H * std::size_t(T) * ld;
+  const bool naive = attention == gpt2_attention::naive, flash = attention == gpt2_attention::flash;
+  const std::size_t att = naive ? std::size_t(B) * H * std::size_t(T) * ld : 0;
+  const std::size_t rows = naive ? 0 : std::size_t(B) * H * std::size_t(T);  // lse per head row
   const std::size_t bf = 2, f32 = 4;
   const std::size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
   const std::size_t ln_chunks = (N + 255) / 256;  // layernorm_rows_per_chunk
@@ -91,6 +105,7 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.ln1_rstd, L * N * f32);
   take(p.qkvr, L * 3 * N * C * bf);
   take(p.att, L * att * bf);
+  take(p.lse, L * rows * f32);
   take(p.atty, L * N * C * bf);
   take(p.res2, L * N * C * bf);
   take(p.ln2, ln_layers * N * C * bf);
@@ -109,8 +124,10 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.proj, N * C * bf);
   take(p.scores, att * f32);
   take(p.dscores, att * bf);
-  take(p.heads, N * C * bf);
-  take(p.dqkvr, 3 * N * C * bf);
+  take(p.heads, naive ? N * C * bf : 0);
+  take(p.dqkvr, naive ? 3 * N * C * bf : 0);
+  take(p.att_delta, flash ? rows * f32 : 0);
+  take(p.dq_accum, flash ? N * C * f32 : 0);
   take(p.dres, N * C * bf);
   take(p.dln, N * C * bf);
   take(p.datty, N * C * bf);
@@ -148,9 +165,9 @@ struct gpt2_cuda_memory_report {
 inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = std::size_t(32) << 20;
 
 /// What a CUDA GPT-2 of shape `cfg` uses for batches of (B, T).
-inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, int T,
-                                                int recompute) {
-  const gpt2_cuda_arena_plan p = plan_gpt2_cuda_arena(cfg, B, T, recompute);
+inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, int T, int recompute,
+                                                gpt2_attention attention = gpt2_attention::naive) {
+  const gpt2_cuda_arena_plan p = plan_gpt2_cuda_arena(cfg, B, T, recompute, attention);
   gpt2_cuda_memory_report r;
   r.parameters = cfg.num_parameters() * 2;
   r.gradients = r.parameters;

@@ -1,0 +1,208 @@
+// trainkit/model/cuda/cudnn_attention.cuh — causal attention through cuDNN's fused
+// scaled-dot-product attention (its flash kernels), forward and backward, via the cudnn-frontend
+// C++ graph API.
+//
+// Same contract as flash_attention.cuh: q, k, v read in place from the QKV GEMM's (B, T, 3C)
+// output through strides (no permute), out (B, T, C), softmax statistics lse (B, H, T) fp32 in
+// natural log (cuDNN's "stats"), dqkv (B, T, 3C) assigned. One graph per (B, T, H, hs, pass),
+// built on first use (validate, heuristics A then fallback, check_support, build_plans) and
+// cached; the workspace grows to the largest graph's need. Available only when CMake found the
+// cudnn-frontend headers (PyPI nvidia-cudnn-frontend) and libcudnn: TRAINKIT_HAS_CUDNN_FRONTEND.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/check.hpp"
+#include "trainkit/model/cuda/common.cuh"
+
+namespace trainkit::model::kernels {
+
+namespace cudnn_detail {
+
+namespace fe = cudnn_frontend;
+
+[[noreturn]] inline void throw_cudnn(const std::string& what, const std::string& message,
+                                     int code) {
+  throw cuda_error("cudnn_attention: " + what + " failed: " + message, code);
+}
+
+inline void check(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) throw_cudnn(what, cudnnGetErrorString(s), int(s));
+}
+
+inline void check(fe::error_t e, const char* what) {  // its getters are not const
+  if (e.is_bad()) throw_cudnn(what, e.get_message(), int(e.get_code()));
+}
+
+// Tensor uids in the variant packs.
+enum uid : std::int64_t {
+  q_uid = 1,
+  k_uid,
+  v_uid,
+  o_uid,
+  stats_uid,
+  do_uid,
+  dq_uid,
+  dk_uid,
+  dv_uid
+};
+
+}  // namespace cudnn_detail
+
+/// Owns the cuDNN handle, the cached graphs and the workspace. Not thread-safe: one per stream
+/// user, as matmul_context.
+class cudnn_attention {
+ public:
+  /// deterministic: the backward uses cuDNN's deterministic algorithm (no atomics whose order
+  /// varies run to run), as gpt2_cuda_options::deterministic asks.
+  explicit cudnn_attention(bool deterministic = true) : deterministic_(deterministic) {
+    cudnn_detail::check(cudnnCreate(&handle_), "cudnnCreate");
+  }
+  cudnn_attention(const cudnn_attention&) = delete;
+  cudnn_attention& operator=(const cudnn_attention&) = delete;
+  ~cudnn_attention() {
+    if (handle_) (void)cudnnDestroy(handle_);
+  }
+
+  /// Graphs built so far (tests: one per shape and pass).
+  std::size_t cached_graphs() const noexcept { return graphs_.size(); }
+
+  /// out (B, T, C) and lse (B, H, T) from qkv (B, T, 3C), causal, scale 1/√hs.
+  void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,
+               cudaStream_t stream) {
+    check_shape(B, T, C, H);
+    auto& g = graph_for(false, B, T, C, H);
+    std::unordered_map<std::int64_t, void*> pack = {
+        {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
+        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
+        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + 2 * C)},
+        {cudnn_detail::o_uid, out},
+        {cudnn_detail::stats_uid, lse}};
+    run(g, pack, stream);
+  }
+
+  /// dqkv (B, T, 3C) assigned from dout (B, T, C), with the forward's qkv, out and lse.
+  void backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
+                const float* lse, int B, int T, int C, int H, cudaStream_t stream) {
+    check_shape(B, T, C, H);
+    auto& g = graph_for(true, B, T, C, H);
+    std::unordered_map<std::int64_t, void*> pack = {
+        {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
+        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
+        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + 2 * C)},
+        {cudnn_detail::o_uid, const_cast<bf16_t*>(out)},
+        {cudnn_detail::stats_uid, const_cast<float*>(lse)},
+        {cudnn_detail::do_uid, const_cast<bf16_t*>(dout)},
+        {cudnn_detail::dq_uid, dqkv},
+        {cudnn_detail::dk_uid, dqkv + C},
+        {cudnn_detail::dv_uid, dqkv + 2 * C}};
+    run(g, pack, stream);
+  }
+
+ private:
+  using graph_ptr = std::shared_ptr<cudnn_frontend::graph::Graph>;
+  using key = std::tuple<bool, int, int, int, int>;  // backward, B, T, H, hs
+
+  static void check_shape(int B, int T, int C, int H) {
+    const char* name = "cudnn_attention";
+    require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
+    require(C % H == 0, name, "C = " + std::to_string(C) + " is not a multiple of H");
+    const int hs = C / H;
+    require(hs % 8 == 0 && hs <= 256, name,
+            "head size " + std::to_string(hs) + " (cuDNN needs a multiple of 8, at most 256)");
+  }
+
+  void run(const graph_ptr& g, std::unordered_map<std::int64_t, void*>& pack, cudaStream_t stream) {
+    cudnn_detail::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
+    cudnn_detail::check(g->execute(handle_, pack, workspace_.data()), "graph execute");
+  }
+
+  const graph_ptr& graph_for(bool backward, int B, int T, int C, int H) {
+    namespace fe = cudnn_frontend;
+    const int hs = C / H;
+    const key k{backward, B, T, H, hs};
+    if (auto it = graphs_.find(k); it != graphs_.end()) return it->second;
+
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(fe::DataType_t::BFLOAT16)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    // Logical (B, H, T, hs); q, k, v are columns of the (B, T, 3C) rows, the rest (B, T, C).
+    const std::int64_t b = B, h = H, t = T, d = hs, c = C;
+    const std::vector<std::int64_t> dims{b, h, t, d};
+    const std::vector<std::int64_t> qkv_stride{t * 3 * c, d, 3 * c, 1};
+    const std::vector<std::int64_t> out_stride{t * c, d, c, 1};
+    auto tensor = [&](const char* name, std::int64_t uid, const std::vector<std::int64_t>& stride) {
+      return g->tensor(
+          fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(
+              stride));
+    };
+    auto Q = tensor("q", cudnn_detail::q_uid, qkv_stride);
+    auto K = tensor("k", cudnn_detail::k_uid, qkv_stride);
+    auto V = tensor("v", cudnn_detail::v_uid, qkv_stride);
+    const float scale = 1.0f / std::sqrt(float(hs));
+    if (!backward) {
+      auto options = fe::graph::SDPA_attributes()
+                         .set_name("trainkit_sdpa")
+                         .set_generate_stats(true)
+                         .set_causal_mask(true)
+                         .set_attn_scale(scale);
+      auto [O, stats] = g->sdpa(Q, K, V, options);
+      O->set_output(true).set_uid(cudnn_detail::o_uid).set_dim(dims).set_stride(out_stride);
+      stats->set_output(true)
+          .set_uid(cudnn_detail::stats_uid)
+          .set_data_type(fe::DataType_t::FLOAT)
+          .set_dim({b, h, t, 1})
+          .set_stride({h * t, t, 1, 1});
+    } else {
+      auto O = tensor("o", cudnn_detail::o_uid, out_stride);
+      auto dO = tensor("do", cudnn_detail::do_uid, out_stride);
+      auto stats = g->tensor(fe::graph::Tensor_attributes()
+                                 .set_name("stats")
+                                 .set_uid(cudnn_detail::stats_uid)
+                                 .set_dim({b, h, t, 1})
+                                 .set_stride({h * t, t, 1, 1})
+                                 .set_data_type(fe::DataType_t::FLOAT));
+      auto options = fe::graph::SDPA_backward_attributes()
+                         .set_name("trainkit_sdpa_backward")
+                         .set_causal_mask(true)
+                         .set_attn_scale(scale)
+                         .set_deterministic_algorithm(deterministic_);
+      auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, stats, options);
+      dQ->set_output(true).set_uid(cudnn_detail::dq_uid).set_dim(dims).set_stride(qkv_stride);
+      dK->set_output(true).set_uid(cudnn_detail::dk_uid).set_dim(dims).set_stride(qkv_stride);
+      dV->set_output(true).set_uid(cudnn_detail::dv_uid).set_dim(dims).set_stride(qkv_stride);
+    }
+    cudnn_detail::check(g->validate(), "graph validate");
+    cudnn_detail::check(g->build_operation_graph(handle_), "build_operation_graph");
+    cudnn_detail::check(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+                        "create_execution_plans");
+    cudnn_detail::check(g->check_support(handle_), "check_support");
+    cudnn_detail::check(g->build_plans(handle_), "build_plans");
+    std::int64_t ws = 0;
+    cudnn_detail::check(g->get_workspace_size(ws), "get_workspace_size");
+    if (std::size_t(ws) > workspace_.size()) workspace_ = cuda::device_buffer<std::byte>(ws);
+    return graphs_.emplace(k, std::move(g)).first->second;
+  }
+
+  bool deterministic_;
+  cudnnHandle_t handle_ = nullptr;
+  std::map<key, graph_ptr> graphs_;
+  cuda::device_buffer<std::byte> workspace_;
+};
+
+}  // namespace trainkit::model::kernels

@@ -1,0 +1,86 @@
+// GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.cuh) against the naive CPU
+// attention (out, dq, dk, dv) and the CPU flash twin (the softmax statistics), and of its graph
+// cache: one graph per shape and pass.
+#include "trainkit/model/cuda/cudnn_attention.cuh"  // first: compiles on its own
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+
+#include "gpu_test_support.cuh"
+#include "reference.hpp"
+#include "trainkit/model/detail/flash_attention_reference.hpp"
+
+namespace k = trainkit::model::kernels;
+namespace ref = trainkit::test_ref;
+using namespace trainkit::test_gpu;
+
+namespace {
+
+constexpr double tol_chain = 2e-2;  // bf16 in, bf16 P in the products, bf16 out
+constexpr double tol_lse = 1e-3;
+
+fvec part_of_dqkv(const fvec& dqkv, int BT, int C, int part) {
+  fvec out(std::size_t(BT) * C);
+  for (std::size_t r = 0; r < std::size_t(BT); ++r)
+    for (int c = 0; c < C; ++c) out[r * C + c] = dqkv[r * 3 * C + part * C + c];
+  return out;
+}
+
+void check_cudnn_attention(k::cudnn_attention& att, int B, int T, int C, int H,
+                           std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::size_t n = std::size_t(B) * T * C, nl = std::size_t(B) * H * T;
+  const fvec qkv = random_bf16(3 * n, rng, 1.5f), dout = random_bf16(n, rng);
+  fvec exp_out, exp_att, exp_dqkv;
+  ref::attention_forward(exp_out, exp_att, qkv, B, T, C, H);
+  ref::attention_backward(exp_dqkv, dout, qkv, exp_att, B, T, C, H);
+  fvec twin_out(n), exp_lse(nl);
+  trainkit::model::detail::flash_attention_forward_reference(twin_out.data(), exp_lse.data(),
+                                                             qkv.data(), B, T, C, H);
+
+  auto d_qkv = to_device(qkv), d_dout = to_device(dout);
+  auto out = poisoned(n), dqkv = poisoned(3 * n);
+  auto lse = poisoned_f32(nl);
+  att.forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, 0);
+  EXPECT_LT(relative_error(to_host(out), exp_out), tol_chain) << "out, T=" << T << " C=" << C;
+  EXPECT_LT(relative_error(to_host_raw(lse), exp_lse), tol_lse) << "lse, T=" << T;
+  att.backward(dev(dqkv), dev(d_dout), dev(d_qkv), dev(out), lse.data(), B, T, C, H, 0);
+  const fvec dqkv_h = to_host(dqkv);
+  for (int part = 0; part < 3; ++part)
+    EXPECT_LT(relative_error(part_of_dqkv(dqkv_h, B * T, C, part),
+                             part_of_dqkv(exp_dqkv, B * T, C, part)),
+              tol_chain)
+        << "d"
+        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H;
+}
+
+TEST(CudaCudnnAttention, MatchesCpuAttentionHead64And128) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  k::cudnn_attention att;
+  check_cudnn_attention(att, 2, 67, 128, 2, 31);    // hs 64, T off the tile
+  check_cudnn_attention(att, 1, 256, 768, 12, 32);  // GPT-2 width
+  check_cudnn_attention(att, 2, 129, 256, 2, 33);   // hs 128
+}
+
+TEST(CudaCudnnAttention, BuildsOneGraphPerShapeAndPass) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  k::cudnn_attention att;
+  check_cudnn_attention(att, 1, 64, 128, 2, 34);
+  EXPECT_EQ(att.cached_graphs(), 2u);
+  check_cudnn_attention(att, 1, 64, 128, 2, 35);  // same shape: reused
+  EXPECT_EQ(att.cached_graphs(), 2u);
+  check_cudnn_attention(att, 1, 96, 128, 2, 36);
+  EXPECT_EQ(att.cached_graphs(), 4u);
+}
+
+TEST(CudaCudnnAttention, RejectsBadShapesBeforeTouchingCudnn) {
+  // check_shape runs before any graph is built; the handle needs a device, so this needs one.
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  k::cudnn_attention att;
+  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 100, 3, 0), trainkit::config_error);
+  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 12, 1, 0), trainkit::config_error);
+}
+
+}  // namespace
