@@ -28,14 +28,13 @@ struct checkpoint_state {
 ///  - `save(state)`: records a checkpoint for `state.step` (possibly completing later);
 ///  - `load_latest(state)`: fills `state` from the newest complete, valid checkpoint and returns
 ///    true, or returns false when there is none;
-///  - `wait()`: blocks until no save is in flight (end of run, signals);
-///  - `last_stall_ms()`: how long the last `save` blocked its caller.
+///  - `wait()`: blocks until no save is in flight (end of run, signals).
+/// The trainer times `save` itself: that is the step's ckpt_stall_ms.
 template <class C>
-concept checkpointer = requires(C c, const C cc, const checkpoint_state& s, checkpoint_state& out) {
+concept checkpointer = requires(C c, const checkpoint_state& s, checkpoint_state& out) {
   { c.save(s) } -> std::same_as<void>;
   { c.load_latest(out) } -> std::same_as<bool>;
   { c.wait() } -> std::same_as<void>;
-  { cc.last_stall_ms() } -> std::convertible_to<double>;
 };
 
 }  // namespace trainkit::checkpoint
