@@ -1,33 +1,59 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh — the one command for an H200 session: every GPU test, the GPU benchmarks and
-# short gpt_fineweb --device cuda runs, with a short table printed last.
+# bench/gpu_check.sh — the one command for a lent H200: every GPU test, the training benchmark
+# beside a PyTorch reference on the same shapes, a per-kernel profile, a memcheck pass and short
+# gpt_fineweb --device cuda runs, sized to answer everything in one device-tool call.
 #
-# The device machine has nvcc, CMake and ninja but no Eigen, Boost, GoogleTest, CLI11, nlohmann or
-# Google Benchmark, so nothing is built there: binaries are built HERE and carried.
+# The device machine has nvcc, CMake and PyTorch but no Eigen, Boost, GoogleTest, CLI11 or
+# nlohmann, so nothing is built there: binaries are built HERE and carried.
 #
-#   bench/gpu_check.sh --build   (here) configure build-gpu-tree/ for sm_90a with static cudart,
-#                                build the GPU tests, the GPU benchmarks and gpt_fineweb, and copy
-#                                them, stripped, into build-gpu/bin plus the shared libraries they
-#                                need that a bare CUDA machine lacks into build-gpu/lib (checked
-#                                to stay under the device tool's 64 MiB carry limit).
-#   bench/gpu_check.sh           (there) run everything from build-gpu/; logs, metrics and the
-#                                summary go to $OUT (one tarball + summary.txt: the device tool
-#                                returns at most 8 files), or stay in /tmp/gpu-check.* without $OUT.
+#   bench/gpu_check.sh --build     (here) build the GPU binaries for sm_90a (static cudart) into
+#                                  build-gpu/: bin/ (stripped), lib/ (shared libraries a bare CUDA
+#                                  machine may lack), torch_reference.py, golden/ (the fixtures),
+#                                  COMMIT. Fails above 56 MiB (the tool carries 64 MiB in all).
+#   bench/gpu_check.sh             (there) run everything from build-gpu/.
+#   bench/gpu_check.sh --dry-run   the same with the GPU hidden (CUDA_VISIBLE_DEVICES=""): every
+#                                  GPU step must then report FAIL; checks the script itself.
+#                                  GPU_CHECK_REQUIRE_GPU=0 leaves the tests' skips as skips (the
+#                                  script must still say FAIL(skipped)); GPU_CHECK_BUDGET=S runs
+#                                  under a smaller budget (later steps then say NOT-RUN).
+#   Environment: OUT (where the files go), GPU_BUILD_TREE (reuse a CUDA build tree for --build),
+#   JOBS (build parallelism, 1 by default).
+#
+# Reliability rules (an earlier version could lose a whole call):
+#  - the whole run is budgeted to GPU_CHECK_BUDGET seconds (540; the tool kills at 600), each
+#    step has its own limit, the limits sum under the budget, and a step never runs past what is
+#    left of it;
+#  - $OUT/summary.txt (the table so far) and $OUT/gpu_check.log (every step's full output) are
+#    written as the run goes: a run killed half-way still returns everything done so far;
+#  - TRAINKIT_REQUIRE_GPU=1 turns a test's no-device skip into a failure, and a test binary with
+#    skipped tests or 0 passed is reported FAIL, never ok;
+#  - each kernel test runs in its own process with CUDA_LAUNCH_BLOCKING=1, so a device fault names
+#    its kernel and cannot poison the tests after it.
+# Files in $OUT (the tool returns at most 8): summary.txt, gpu_check.log, metrics_d12.jsonl,
+# profile.txt. Without $OUT they go to a fresh /tmp/gpu-check.* folder.
 #
 # Device tool call (bench/RESULTS.md): run(command="bench/gpu_check.sh", carry=["build-gpu"],
-# timeout_s=600). The whole run is sized for < 8 minutes on one H200; each step has its own
-# timeout so one hang cannot eat the budget.
+# timeout_s=600).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
-tests=(test_cuda_core test_pinned_prefetcher test_adamw_cuda test_cuda_kernels test_cuda_gpt2
-       test_cuda_training)
-benches=(bench_gpu_prefetch bench_gpu_training)
+kernel_tests=(test_cuda_kernels test_adamw_cuda)  # one process per test
+tests=(test_cuda_core test_pinned_prefetcher test_cuda_kernels test_adamw_cuda test_cuda_gpt2
+       test_cuda_golden test_cuda_training test_cuda_link)
+benches=(bench_gpu_prefetch bench_gpu_training profile_kernels)
 programs=(gpt_fineweb)
 
-if [[ ${1:-} == --build ]]; then
+mode=run
+case ${1:-} in
+  --build) mode=build ;;
+  --dry-run) mode=dry ;;
+  "") ;;
+  *) echo "usage: bench/gpu_check.sh [--build | --dry-run]" >&2; exit 2 ;;
+esac
+
+if [[ $mode == build ]]; then
   set -e
   cmake -S "$root" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINKIT_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DTRAINKIT_BUILD_TESTS=ON -DTRAINKIT_BUILD_BENCH=ON \
@@ -42,13 +68,15 @@ if [[ ${1:-} == --build ]]; then
     strip "$carry/bin/$t"
   done
   # Shared libraries a bare CUDA machine may lack (utf8proc, libgomp; libstdc++ in case its is
-  # older). glibc stays the machine's own; cublasLt comes from its CUDA toolkit (too big to carry).
+  # older). glibc stays the machine's own; cuBLASLt is found there (too big to carry).
   for lib in $(ldd "$carry"/bin/* | awk '/=>/ {print $3}' | sort -u); do
     case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*) ;;
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*|libcudnn*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done
+  cp "$root/bench/gpu/torch_reference.py" "$carry/"
+  cp -r "$root/tests/fixtures/golden" "$carry/golden"
   git -C "$root" rev-parse HEAD > "$carry/COMMIT" 2>/dev/null || true
   size_mb=$(du -sm "$carry" | cut -f1)
   echo "build-gpu: ${size_mb} MiB ($(ls "$carry/bin" | wc -l) binaries, libs: $(ls "$carry/lib" | tr '\n' ' '))"
@@ -59,95 +87,278 @@ if [[ ${1:-} == --build ]]; then
   exit 0
 fi
 
-# ---- on the device machine ---------------------------------------------------------------------
+# ---- on the device machine (or a dry run) ------------------------------------------------------
 [[ -x $carry/bin/test_cuda_core ]] || {
   echo "gpu_check: $carry/bin is missing: run bench/gpu_check.sh --build here and carry build-gpu"
   exit 2
 }
-logs=$(mktemp -d /tmp/gpu-check.XXXXXX)
-export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
-# cublasLt is not carried: say at once if the machine's toolkit does not provide it.
-if missing=$(ldd "$carry"/bin/* 2>/dev/null | grep "not found" | sort -u) && [[ -n $missing ]]; then
-  echo "gpu_check: shared libraries not found (add their folder to LD_LIBRARY_PATH):"
-  echo "$missing"
-fi
+out=${OUT:-$(mktemp -d /tmp/gpu-check.XXXXXX)}
+mkdir -p "$out"
+log=$out/gpu_check.log
+summary=$out/summary.txt
+: >"$log"
+budget=${GPU_CHECK_BUDGET:-540}
 start_all=$SECONDS
-summary=()
+# GPU_CHECK_REQUIRE_GPU=0 (dry runs only) leaves no-device skips as skips, to check that the
+# script itself reports a skipping binary as FAIL.
+export TRAINKIT_REQUIRE_GPU=${GPU_CHECK_REQUIRE_GPU:-1}
+[[ $mode == run ]] && export TRAINKIT_REQUIRE_GPU=1
+export TRAINKIT_GOLDEN_DIR=$carry/golden
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+export PYTHONUNBUFFERED=1
+[[ $mode == dry ]] && export CUDA_VISIBLE_DEVICES=""
 
-note() { printf '%s\n' "$*" | tee -a "$logs/summary.txt"; }
+header=()
+rows=()
+say() { printf '%s\n' "$*" | tee -a "$log"; header+=("$*"); }
 
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true; } \
-  | sed 's/^/gpu: /' | tee -a "$logs/summary.txt"
-note "build: $(cat "$carry/COMMIT" 2>/dev/null || echo unknown)"
-
-# step NAME TIMEOUT CMD...: runs CMD with its log in $logs/NAME.log, records status and seconds.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local t0=$SECONDS
-  echo "==== $name: $*" >"$logs/$name.log"
-  timeout --kill-after=10 "$limit" "$@" >>"$logs/$name.log" 2>&1
-  local rc=$?
-  local secs=$((SECONDS - t0)) status=ok detail=""
-  if [[ $name == test_* ]]; then
-    local passed skipped failed
-    passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$logs/$name.log" | grep -Eo '[0-9]+$' | tail -n1)
-    skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+' "$logs/$name.log" | grep -Eo '[0-9]+$' | tail -n1)
-    failed=$(grep -Eo '\[  FAILED  \] [0-9]+ tests?, listed below' "$logs/$name.log" | grep -Eo '[0-9]+' | tail -n1)
-    detail="passed ${passed:-0} skipped ${skipped:-0} failed ${failed:-0}"
-  fi
-  if (( rc == 124 || rc == 137 )); then status="TIMEOUT"; elif (( rc != 0 )); then status="FAIL($rc)"; fi
-  summary+=("$(printf '%-28s %-9s %5ss  %s' "$name" "$status" "$secs" "$detail")")
-  tail -n 25 "$logs/$name.log"
+write_summary() {
+  {
+    printf '%s\n' "${header[@]}"
+    printf '%-66s %-16s %5s  %s\n' step status secs detail
+    printf '%s\n' "${rows[@]}"
+    printf 'elapsed %ss of a %ss budget\n' "$((SECONDS - start_all))" "$budget"
+  } >"$summary.tmp" && mv "$summary.tmp" "$summary"
 }
 
-for t in "${tests[@]}"; do
-  limit=150
-  [[ $t == test_cuda_training ]] && limit=200
-  step "$t" "$limit" "$carry/bin/$t" --gtest_color=no
+# ---- machine, driver, libraries -----------------------------------------------------------------
+say "gpu_check $(date -u +%FT%TZ) mode=$mode build=$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | head -n1)"
+else
+  say "gpu: nvidia-smi not found"
+fi
+say "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true) python3: $(python3 -c 'import importlib.metadata as m; print("torch", m.version("torch"))' 2>/dev/null || echo 'no torch')"
+
+# cuBLASLt (and cuDNN, for the attention paths that use it) from the CUDA toolkit, else from the
+# PyTorch environment's nvidia/*/lib folders; the first folder that holds the library wins.
+toolkit_dirs=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
+torch_dirs=()
+if nv=$(python3 -c 'import nvidia, os; print("\n".join(nvidia.__path__))' 2>/dev/null); then
+  while IFS= read -r d; do
+    for l in "$d"/*/lib; do [[ -d $l ]] && torch_dirs+=("$l"); done
+  done <<<"$nv"
+fi
+libpath=$carry/lib
+find_lib() {  # find_lib SONAME: adds its folder to libpath and says where it came from
+  local so=$1 d
+  for d in "${toolkit_dirs[@]}"; do
+    if [[ -e $d/$so ]]; then libpath+=:$d; say "lib: $so from the toolkit ($d)"; return 0; fi
+  done
+  for d in "${torch_dirs[@]}"; do
+    if [[ -e $d/$so ]]; then libpath+=:$d; say "lib: $so from the PyTorch env ($d)"; return 0; fi
+  done
+  say "lib: $so NOT FOUND (toolkit: ${toolkit_dirs[*]}; PyTorch env: ${torch_dirs[*]:-none})"
+  return 1
+}
+deps=$(LD_LIBRARY_PATH=$carry/lib ldd "$carry"/bin/* 2>/dev/null)
+needed=$(awk '/not found/ {print $1}' <<<"$deps" | sort -u)
+for so in $needed; do find_lib "$so" || true; done
+for so in $(awk '/libcublas/ && !/not found/ {print $1 "=" $3}' <<<"$deps" | sort -u -t= -k1,1); do
+  say "lib: ${so%%=*} resolved by the loader: ${so#*=}"
 done
+# cuDNN: no binary links it yet; say where the attention paths that will use it would find it.
+ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 ' && say "lib: libcudnn.so.9 resolved by the loader" ||
+  find_lib libcudnn.so.9 || true
+# PyTorch keeps the machine's own library path: the carried libstdc++/libgomp are for our binaries
+# and may be older than what its wheels need.
+host_ld=${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+still=$(ldd "$carry"/bin/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+[[ -n $still ]] && say "lib: still missing after the search: $still"
+write_summary
 
-step bench_gpu_prefetch 90 "$carry/bin/bench_gpu_prefetch"
-step bench_gpu_training 200 "$carry/bin/bench_gpu_training"
+# ---- one step -----------------------------------------------------------------------------------
+# step NAME LIMIT KIND CMD...  KIND: gtest (counts parsed; skips, failures and 0 passed are FAIL)
+# or a regex the output must match for the step to be ok. The step's output goes to $log as it is
+# written; its last lines go to stdout.
+last_output=""
+step() {
+  local name=$1 limit=$2 kind=$3
+  shift 3
+  local left=$((budget - (SECONDS - start_all) - 6))  # timeout's kill-after grace
+  if ((left < 3)); then
+    rows+=("$(printf '%-66s %-16s %5s  %s' "$name" NOT-RUN 0 "budget spent")")
+    write_summary
+    return
+  fi
+  ((limit > left)) && limit=$left
+  local offset t0=$SECONDS
+  offset=$(stat -c %s "$log")
+  printf '\n==== %s (limit %ss): %s\n' "$name" "$limit" "$*" >>"$log"
+  timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1 </dev/null
+  local rc=$? secs=$((SECONDS - t0)) status=ok detail=""
+  last_output=$(tail -c +$((offset + 1)) "$log")
+  if [[ $kind == gtest ]]; then
+    local passed skipped failed
+    passed=$(grep -Eo '\[  PASSED  \] [0-9]+' <<<"$last_output" | grep -Eo '[0-9]+$' | tail -n1)
+    skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+' <<<"$last_output" | grep -Eo '[0-9]+$' | tail -n1)
+    failed=$(grep -Eo '\[  FAILED  \] [0-9]+ tests?, listed below' <<<"$last_output" | grep -Eo '[0-9]+' | head -n1)
+    passed=${passed:-0} skipped=${skipped:-0} failed=${failed:-0}
+    detail="passed $passed skipped $skipped failed $failed"
+    if ((rc == 124 || rc == 137)); then status=TIMEOUT
+    elif ((rc != 0 || failed > 0)); then status="FAIL(rc=$rc)"
+    elif ((skipped > 0)); then status="FAIL(skipped)"
+    elif ((passed == 0)); then status="FAIL(0 passed)"
+    fi
+  else
+    if ((rc == 124 || rc == 137)); then status=TIMEOUT
+    elif ((rc != 0)); then status="FAIL(rc=$rc)"
+    elif ! grep -Eq "$kind" <<<"$last_output"; then status="FAIL(no result)"
+    fi
+  fi
+  rows+=("$(printf '%-66s %-16s %5s  %s' "$name" "$status" "$secs" "$detail")")
+  write_summary
+  printf '==== %s: %s (%ss) %s\n' "$name" "$status" "$secs" "$detail"
+  tail -n 8 <<<"$last_output"
+}
 
-fw=$carry/bin/gpt_fineweb
+bin=$carry/bin
+# Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
+lim_core=20 lim_kernels=100 lim_prefetch=25 lim_gpt2=40 lim_golden=15 lim_training=45 lim_link=10
+lim_bench=60 lim_torch=100 lim_profile=35 lim_memcheck=45 lim_fineweb=45
+sum=$((lim_core + lim_kernels + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
+  lim_bench + lim_torch + lim_profile + lim_memcheck + lim_fineweb))
+say "budget: core $lim_core + kernels $lim_kernels + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + torch $lim_torch + profile $lim_profile + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
+if ((sum > 540)); then  # the limits must fit one device-tool call (killed at 600 s)
+  say "gpu_check: the step limits exceed 540 s; fix the lim_* values"
+  write_summary
+  exit 2
+fi
+
+# 1. kernel tests: one process per test, faults named.
+step test_cuda_core "$lim_core" gtest "$bin/test_cuda_core" --gtest_color=no
+kernels_end=$((SECONDS + lim_kernels))
+for t in "${kernel_tests[@]}"; do
+  names=$("$bin/$t" --gtest_list_tests 2>/dev/null | awk '/^[^ ]/ {s=$1} /^  / {print s $1}')
+  if [[ -z $names ]]; then  # the binary cannot even list its tests (a missing library): say so
+    step "$t (could not list its tests)" 10 gtest "$bin/$t" --gtest_color=no
+    continue
+  fi
+  for name in $names; do
+    left=$((kernels_end - SECONDS))
+    if ((left < 3)); then  # this group's share is spent: a row says so, nothing is dropped silently
+      rows+=("$(printf '%-66s %-16s %5s  %s' "${t#test_}/$name" NOT-RUN 0 "kernel-test share spent")")
+      write_summary
+      continue
+    fi
+    ((left > 30)) && left=30
+    CUDA_LAUNCH_BLOCKING=1 step "${t#test_}/$name" "$left" gtest "$bin/$t" --gtest_color=no \
+      --gtest_filter="$name"
+  done
+done
+step test_pinned_prefetcher "$lim_prefetch" gtest "$bin/test_pinned_prefetcher" --gtest_color=no
+
+# 2. model tests: the CUDA GPT-2 against the CPU one and against the PyTorch golden fixtures.
+step test_cuda_gpt2 "$lim_gpt2" gtest "$bin/test_cuda_gpt2" --gtest_color=no
+step test_cuda_golden "$lim_golden" gtest "$bin/test_cuda_golden" --gtest_color=no
+step test_cuda_training "$lim_training" gtest "$bin/test_cuda_training" --gtest_color=no
+step test_cuda_link "$lim_link" "cuda link: two CUDA units and the umbrella linked \(loss" "$bin/test_cuda_link"
+
+# 3. training benchmark, then the PyTorch reference on the same shapes.
+step bench_gpu_training "$lim_bench" '^result impl=trainkit' "$bin/bench_gpu_training"
+bench_out=$last_output
+torch_script=$carry/torch_reference.py
+[[ -f $torch_script ]] || torch_script=$root/bench/gpu/torch_reference.py
+torch_end=$((SECONDS + lim_torch))
+torch_lines=""
+# The shapes trainkit ran (B may have been halved to fit); for a case it did not finish (failed or
+# cut off), its configured shape, so PyTorch's figures still come back.
+shapes=$(grep '^result impl=trainkit' <<<"$bench_out")
+for def in "model=d12 B=32 T=1024 accum=1" "model=d48 B=16 T=1024 accum=1"; do
+  grep -q " ${def%% *} " <<<"$shapes" || shapes+=$'\n'"result impl=trainkit $def (configured)"
+done
+while read -r line; do
+  [[ -n $line ]] || continue
+  model=$(sed -n 's/.* model=\([^ ]*\).*/\1/p' <<<"$line")
+  B=$(sed -n 's/.* B=\([0-9]*\).*/\1/p' <<<"$line")
+  T=$(sed -n 's/.* T=\([0-9]*\).*/\1/p' <<<"$line")
+  accum=$(sed -n 's/.* accum=\([0-9]*\).*/\1/p' <<<"$line")
+  left=$((torch_end - SECONDS))
+  [[ $model == d12 ]] && ((left > 50)) && left=50  # leave d48 (compiled per block) its share
+  step "torch_reference $model B=$B T=$T" "$left" '^result impl=torch' \
+    env LD_LIBRARY_PATH="$host_ld" python3 "$torch_script" --model "$model" --batch "$B" --seq "$T" --accum "$accum" \
+    --steps 10 --warmup 3
+  torch_lines+=$(grep '^result impl=torch' <<<"$last_output")$'\n'
+done <<<"$shapes"
+
+# 4. per-kernel profile (its table also goes to profile.txt).
+step profile_kernels "$lim_profile" '^profile done' "$bin/profile_kernels" --out "$out/profile.txt"
+
+# 5. memcheck over the kernel tests, once, if the machine has compute-sanitizer.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [[ -n $sanitizer ]]; then
+  step "memcheck test_cuda_kernels" "$lim_memcheck" gtest "$sanitizer" --tool memcheck \
+    --error-exitcode 1 "$bin/test_cuda_kernels" --gtest_color=no
+else
+  # Optional by design: "absent" is not a failure.
+  rows+=("$(printf '%-66s %-16s %5s  %s' memcheck absent 0 "compute-sanitizer not found")")
+  write_summary
+fi
+
+# 6. gpt_fineweb --device cuda: d12 with gradient accumulation, d2 checkpoint/resume/export.
+fw=$bin/gpt_fineweb
 ck=$(mktemp -d /tmp/gpu-check-ckpt.XXXXXX)
-# d12 with gradient accumulation (8 micro-batches of 4x1024; the embedded validation split holds
-# 7307 tokens, so B*T must stay below that).
-step fineweb_d12_30steps 150 "$fw" --device cuda --model d12 --batch 4 --seq 1024 --steps 30 \
-  --total-batch-tokens 32768 \
-  --lr 6e-4 --warmup 5 --eval-every 0 --eval-batches 2 --no-progress --log-every 5 \
-  --metrics "$logs/metrics_d12.jsonl"
-step fineweb_d2_sync_ckpt 60 "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
+fineweb_end=$((SECONDS + lim_fineweb))
+# 8 micro-batches of 4x1024 per step (the embedded validation split holds 7307 tokens, so B*T
+# must stay below that).
+# share N: what is left of the group's limit, less 5 s for each of the N steps after this one, at
+# most 15 s (the d2 runs take a few seconds each; d12 gets the rest).
+share() {
+  local s=$((fineweb_end - SECONDS - 5 * $1))
+  ((s > 15 && $1 < 4)) && s=15
+  echo $((s < 1 ? 1 : s))
+}
+step fineweb_d12_20steps "$(share 4)" '^---- report ----' "$fw" --device cuda \
+  --model d12 --batch 4 --seq 1024 --steps 20 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
+  --eval-every 0 --eval-batches 2 --no-progress --log-every 5 --metrics "$out/metrics_d12.jsonl"
+step fineweb_d2_sync_ckpt "$(share 3)" 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --ckpt-every 10 --no-progress --log-every 10
-step fineweb_d2_sync_resume 60 "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
+step fineweb_d2_sync_resume "$(share 2)" 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --resume --no-progress --log-every 10 --export "$ck/d2.bin"
-step fineweb_d2_init_from 60 "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
+step fineweb_d2_init_from "$(share 1)" 'step' "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
   --no-progress --log-every 5
-step fineweb_d2_async_ckpt 60 "$fw" --device cuda --model d2 --steps 20 --ckpt-mode async \
-  --ckpt-dir "$ck/async" --ckpt-every 5 --no-progress --log-every 10
+step fineweb_d2_async_ckpt "$(share 0)" 'step' "$fw" --device cuda --model d2 \
+  --steps 20 --ckpt-mode async --ckpt-dir "$ck/async" --ckpt-every 5 --no-progress --log-every 10
 rm -rf "$ck"
 
+# ---- tables last (the tool's reply carries the end of stdout) ----------------------------------
+num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
+  local v
+  v=$(sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1")
+  printf '%s' "${v:--}"
+}
 {
   echo
-  echo "---- benchmark tables ----"
-  sed -n '/^pinned_prefetcher<4>/,$p' "$logs/bench_gpu_prefetch.log"
-  sed -n '/^case /,$p' "$logs/bench_gpu_training.log"
-  grep -h "^---- report ----" -A 12 "$logs/fineweb_d12_30steps.log" | head -n 14
+  echo "---- trainkit vs PyTorch (same shapes; MFU = (6N + 12LCT) x tok/s / 989 TFLOP/s) ----"
+  printf '%-18s %12s %12s %7s %8s %8s %18s %18s\n' case "trainkit t/s" "torch t/s" ratio \
+    "tk MFU" "pt MFU" "tk first/median ms" "pt first/median ms"
+  while read -r tk; do
+    [[ -n $tk ]] || continue
+    m=$(num "$tk" model) B=$(num "$tk" B) T=$(num "$tk" T)
+    pt=$(grep " model=$m B=$B T=$T " <<<"$torch_lines" | head -n1)
+    tk_t=$(num "$tk" tok_s)
+    pt_t=$(num "$pt" tok_s)
+    ratio=$(awk -v a="$tk_t" -v b="$pt_t" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+    printf '%-18s %12s %12s %7s %8s %8s %18s %18s\n' "$m B=$B T=$T" "$tk_t" "${pt_t:--}" "$ratio" \
+      "$(num "$tk" mfu)" "$(num "$pt" mfu)" "$(num "$tk" first_ms)/$(num "$tk" median_ms)" \
+      "$(num "$pt" first_ms)/$(num "$pt" median_ms)"
+  done <<<"$shapes"
   echo
-  echo "---- gpu_check summary ($((SECONDS - start_all)) s) ----"
-  printf '%s\n' "${summary[@]}"
-} | tee -a "$logs/summary.txt"
-
-if [[ -n ${OUT:-} ]]; then
-  mkdir -p "$OUT"
-  cp "$logs/summary.txt" "$OUT/summary.txt"
-  tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$logs" .
-  echo "logs: $OUT/gpu_check_logs.tar.gz, summary: $OUT/summary.txt"
-else
-  echo "logs: $logs (set OUT to collect them as one tarball)"
-fi
-failed=0
-for line in "${summary[@]}"; do [[ $line == *" ok "* ]] || failed=1; done
-exit $failed
+  sed -n '/^case /,$p' <<<"$bench_out"
+  [[ -f $out/profile.txt ]] && { echo; head -n 60 "$out/profile.txt"; }
+  echo
+  echo "---- gpu_check summary ($((SECONDS - start_all)) s of ${budget}) ----"
+  printf '%-66s %-16s %5s  %s\n' step status secs detail
+  printf '%s\n' "${rows[@]}"
+} | tee -a "$summary.tables"
+cat "$summary.tables" >>"$summary"
+rm -f "$summary.tables"
+echo "files: $out (summary.txt, gpu_check.log, profile.txt, metrics_d12.jsonl)"
+failed=0 n_ok=0
+for row in "${rows[@]}"; do
+  if [[ $row == *" ok "* || $row == *" absent "* ]]; then n_ok=$((n_ok + 1)); else failed=$((failed + 1)); fi
+done
+verdict="gpu_check: $n_ok ok, $failed not ok (FAIL, TIMEOUT or NOT-RUN) in $((SECONDS - start_all))s"
+echo "$verdict" | tee -a "$summary"
+((failed == 0))

@@ -9,8 +9,13 @@
 // core/device_info.hpp's table (989 TFLOP/s for H100/H200 SXM). The optimizer's share is timed on
 // its own too. Weights are a cheap deterministic fill instead of the GPT-2 initialisation, which
 // for d48 would spend most of the budget sampling 1.5 B normals on one CPU core.
-// Prints one line per case and a table last: figure, goal, met.
+// Step time is the median of the timed steps; the first warm-up step (algorithm choice, arena
+// first touch) is reported beside it. matmul_fallbacks() counts GEMMs whose epilogue cuBLASLt had
+// no fused algorithm for: a non-zero count is a slow path to look at. Prints one line per case,
+// one machine-readable `result ...` line per case (bench/gpu_check.sh runs the PyTorch reference
+// on the same shapes from it) and a table last: figure, goal, met.
 //   bench_gpu_training [--quick]     (--quick: d12 only, fewer steps)
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -49,7 +54,10 @@ constexpr bench_case cases[] = {
 struct result {
   std::string name;
   int batch = 0;
-  double step_ms = 0, optimizer_ms = 0, tok_per_s = 0, tflops = 0, mfu = 0, goal = 0;
+  double step_ms = 0, first_ms = 0, optimizer_ms = 0, tok_per_s = 0, tflops = 0, mfu = 0, goal = 0;
+  int fallbacks = 0;
+  int recompute = 0;
+  int seq = 0;
   double memory_gib = 0;
   bool ok = false;
   std::string error;
@@ -73,6 +81,8 @@ std::vector<float> cheap_weights(std::size_t n) {
 result run_case(const bench_case& c, int steps, int warmup, double peak) {
   result r;
   r.goal = c.mfu_goal;
+  r.recompute = c.recompute;
+  r.seq = c.seq;
   const auto cfg = tk::model::gpt2_config::preset(c.preset);
   r.name = std::string(c.preset) + " T=" + std::to_string(c.seq);
   const std::vector<float> weights = cheap_weights(cfg.num_parameters());
@@ -92,7 +102,8 @@ result run_case(const bench_case& c, int steps, int warmup, double peak) {
         std::vector<std::int32_t> h(N);
         for (auto& t : h) t = tok(rng);
         tokens.emplace_back(N);
-        tk::cuda::copy_to_device(tokens.back().data(), std::span<const std::int32_t>(h));
+        tk::cuda::copy_to_device(tokens.back().data(), std::span<const std::int32_t>(h),
+                                 m.stream());
       }
       auto step = [&](int i, double* opt_ms) {
         const int k = (i % 2) * 2;
@@ -102,14 +113,23 @@ result run_case(const bench_case& c, int steps, int warmup, double peak) {
         (void)opt.step(m, 1e-4f);
         if (opt_ms) *opt_ms += now_ms() - t0;
       };
-      for (int i = 0; i < warmup; ++i) step(i, nullptr);
+      for (int i = 0; i < warmup; ++i) {
+        const double t0 = now_ms();
+        step(i, nullptr);
+        if (i == 0) r.first_ms = now_ms() - t0;
+      }
       double opt_total = 0;
-      const double t0 = now_ms();
-      for (int i = 0; i < steps; ++i) step(i, &opt_total);
-      const double total = now_ms() - t0;
+      std::vector<double> times;
+      for (int i = 0; i < steps; ++i) {
+        const double t0 = now_ms();
+        step(i, &opt_total);
+        times.push_back(now_ms() - t0);
+      }
+      std::sort(times.begin(), times.end());
       r.batch = B;
-      r.step_ms = total / steps;
+      r.step_ms = times[times.size() / 2];
       r.optimizer_ms = opt_total / steps;
+      r.fallbacks = m.matmul_fallbacks();
       r.tok_per_s = double(N) / (r.step_ms / 1e3);
       r.tflops = m.flops_per_token(c.seq) * r.tok_per_s / 1e12;
       r.mfu = peak > 0 ? r.tflops / peak : 0;
@@ -150,27 +170,32 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     results.push_back(run_case(c, steps, warmup, peak));
     const result& r = results.back();
-    if (r.ok)
+    if (r.ok) {
       std::printf(
-          "  %s B=%d: %.1f ms/step (optimizer %.1f ms), %.0f tok/s, %.1f TFLOP/s, MFU "
-          "%.1f%%, %.1f GiB in use\n",
-          r.name.c_str(), r.batch, r.step_ms, r.optimizer_ms, r.tok_per_s, r.tflops, 100 * r.mfu,
-          r.memory_gib);
-    else
+          "  %s B=%d: %.1f ms/step median (first step %.1f ms, optimizer %.1f ms), %.0f tok/s, "
+          "%.1f TFLOP/s, MFU %.1f%%, %.1f GiB in use, matmul fallbacks %d\n",
+          r.name.c_str(), r.batch, r.step_ms, r.first_ms, r.optimizer_ms, r.tok_per_s, r.tflops,
+          100 * r.mfu, r.memory_gib, r.fallbacks);
+      std::printf(
+          "result impl=trainkit model=%s B=%d T=%d accum=1 recompute=%d tok_s=%.0f mfu=%.4f "
+          "median_ms=%.2f first_ms=%.2f fallbacks=%d\n",
+          c.preset, r.batch, r.seq, r.recompute, r.tok_per_s, r.mfu, r.step_ms, r.first_ms,
+          r.fallbacks);
+    } else
       std::printf("  %s failed: %s\n", r.name.c_str(), r.error.c_str());
     std::fflush(stdout);
   }
-  std::printf("\n%-14s %5s %10s %12s %9s %8s %8s %5s\n", "case", "B", "ms/step", "tok/s", "TFLOP/s",
-              "MFU", "goal", "met");
+  std::printf("\n%-14s %5s %10s %10s %12s %9s %8s %8s %5s %9s\n", "case", "B", "ms/step",
+              "first ms", "tok/s", "TFLOP/s", "MFU", "goal", "met", "fallbacks");
   for (const auto& r : results) {
     if (!r.ok) {
-      std::printf("%-14s %5s %10s %12s %9s %8s %7.0f%% %5s\n", r.name.c_str(), "-", "-", "-", "-",
-                  "FAILED", 100 * r.goal, "no");
+      std::printf("%-14s %5s %10s %10s %12s %9s %8s %7.0f%% %5s %9s\n", r.name.c_str(), "-", "-",
+                  "-", "-", "-", "FAILED", 100 * r.goal, "no", "-");
       continue;
     }
-    std::printf("%-14s %5d %10.1f %12.0f %9.1f %7.1f%% %7.0f%% %5s\n", r.name.c_str(), r.batch,
-                r.step_ms, r.tok_per_s, r.tflops, 100 * r.mfu, 100 * r.goal,
-                r.mfu >= r.goal ? "yes" : "no");
+    std::printf("%-14s %5d %10.1f %10.1f %12.0f %9.1f %7.1f%% %7.0f%% %5s %9d\n", r.name.c_str(),
+                r.batch, r.step_ms, r.first_ms, r.tok_per_s, r.tflops, 100 * r.mfu, 100 * r.goal,
+                r.mfu >= r.goal ? "yes" : "no", r.fallbacks);
   }
   for (const auto& r : results)
     if (!r.ok) return 1;

@@ -1,6 +1,7 @@
 // tests/cuda/gpu_test_support.cuh — helpers shared by the .cu GPU tests: skipping without a
-// device, random bf16-representable inputs, poisoned device buffers, and the error measures the
-// tolerances are stated in.
+// device (gpu_test_env.hpp), random bf16-representable inputs, poisoned device buffers, and the
+// error measures the tolerances are stated in. Uploads and poisoning are ordered on a stream and
+// finished before they return, so a kernel on any stream (the model's are non-blocking) sees them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,16 +12,11 @@
 #include <span>
 #include <vector>
 
+#include "gpu_test_env.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/model/cuda/common.cuh"
-
-#define TRAINKIT_SKIP_WITHOUT_DEVICE()                                                \
-  do {                                                                                \
-    if (!trainkit::cuda::device_present())                                            \
-      GTEST_SKIP() << "no CUDA device present (cudaGetDeviceCount failed or gave 0)"; \
-  } while (0)
 
 namespace trainkit::test_gpu {
 
@@ -47,31 +43,38 @@ inline std::vector<std::int32_t> random_tokens(std::size_t n, int V, std::mt1993
   return v;
 }
 
-/// A device bf16 copy of host floats.
-inline cuda::device_buffer<bf16> to_device(const fvec& host) {
+/// A device bf16 copy of host floats, complete on return (copied on `s`, then `s` synchronised).
+inline cuda::device_buffer<bf16> to_device(const fvec& host, cudaStream_t s = nullptr) {
   std::vector<bf16> b(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) b[i] = bf16::from_float(host[i]);
   cuda::device_buffer<bf16> d(host.size());
-  cuda::copy_to_device(d.data(), std::span<const bf16>(b));
+  cuda::copy_to_device(d.data(), std::span<const bf16>(b), s);
   return d;
 }
 
 template <class T>
-cuda::device_buffer<T> to_device_raw(const std::vector<T>& host) {
+cuda::device_buffer<T> to_device_raw(const std::vector<T>& host, cudaStream_t s = nullptr) {
   cuda::device_buffer<T> d(host.size());
-  cuda::copy_to_device(d.data(), std::span<const T>(host));
+  cuda::copy_to_device(d.data(), std::span<const T>(host), s);
   return d;
 }
 
+/// Every byte of `d` set to 0xff on `s`, finished on return.
+template <class T>
+void poison(cuda::device_buffer<T>& d, cudaStream_t s = nullptr) {
+  d.fill_bytes_async(0xff, s);
+  TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
 /// n bf16 of device memory filled with NaN (0xffff): unwritten outputs show up.
-inline cuda::device_buffer<bf16> poisoned(std::size_t n) {
+inline cuda::device_buffer<bf16> poisoned(std::size_t n, cudaStream_t s = nullptr) {
   cuda::device_buffer<bf16> d(n);
-  TRAINKIT_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
+  poison(d, s);
   return d;
 }
-inline cuda::device_buffer<float> poisoned_f32(std::size_t n) {
+inline cuda::device_buffer<float> poisoned_f32(std::size_t n, cudaStream_t s = nullptr) {
   cuda::device_buffer<float> d(n);
-  TRAINKIT_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
+  poison(d, s);
   return d;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_env.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
@@ -20,12 +21,6 @@
 #include "trainkit/model/gpt2_cpu.hpp"
 
 namespace {
-
-#define SKIP_WITHOUT_DEVICE()                                                         \
-  do {                                                                                \
-    if (!trainkit::cuda::device_present())                                            \
-      GTEST_SKIP() << "no CUDA device present (cudaGetDeviceCount failed or gave 0)"; \
-  } while (0)
 
 TEST(CudaError, MessageNamesFileLineCallAndError) {
   const std::string m = trainkit::cuda::detail::format_failure(
@@ -71,7 +66,7 @@ TEST(CudaDevice, CountNeverThrows) {
 }
 
 TEST(CudaDevice, PropertiesAndPeak) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   const auto p = trainkit::cuda::query_device();
   EXPECT_FALSE(p.name.empty());
   EXPECT_GT(p.sm_count, 0);
@@ -86,7 +81,7 @@ TEST(CudaDevice, PropertiesAndPeak) {
 }
 
 TEST(CudaBuffer, RoundTripThroughPinnedAndDevice) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   trainkit::cuda::stream s;
   constexpr std::size_t n = 12345;  // odd: no accidental alignment to a vector width
   trainkit::cuda::pinned_buffer<std::int32_t> host(n), back(n);
@@ -108,7 +103,7 @@ TEST(CudaBuffer, RoundTripThroughPinnedAndDevice) {
 }
 
 TEST(CudaStream, EventsMeasureElapsedTime) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   trainkit::cuda::stream s;
   trainkit::cuda::event a, b;
   trainkit::cuda::device_buffer<float> big(std::size_t(1) << 26);  // 256 MiB: measurable

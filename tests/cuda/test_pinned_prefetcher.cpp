@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_test_env.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/stream.hpp"
@@ -23,12 +24,6 @@
 #include "trainkit/prefetch/pinned_prefetcher.hpp"
 
 namespace {
-
-#define SKIP_WITHOUT_DEVICE()                                                         \
-  do {                                                                                \
-    if (!trainkit::cuda::device_present())                                            \
-      GTEST_SKIP() << "no CUDA device present (cudaGetDeviceCount failed or gave 0)"; \
-  } while (0)
 
 using trainkit::batch_view;
 using trainkit::device_memory;
@@ -84,17 +79,17 @@ void check_order(std::chrono::microseconds producer_delay, int batches) {
 }
 
 TEST(PinnedPrefetcher, FastProducerDeliversInOrderAndIntact) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   check_order<4>(std::chrono::microseconds(0), 40);
 }
 
 TEST(PinnedPrefetcher, SlowProducerDeliversInOrderAndIntact) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   check_order<2>(std::chrono::microseconds(3000), 12);
 }
 
 TEST(PinnedPrefetcher, SlowProducerShowsAsWait) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   pinned_prefetcher<synthetic_source, 2> p(
       synthetic_source(small_config(std::chrono::microseconds(20000))));
   (void)p.next();
@@ -104,7 +99,7 @@ TEST(PinnedPrefetcher, SlowProducerShowsAsWait) {
 }
 
 TEST(PinnedPrefetcher, SlowConsumerSeesItsBatchUnchanged) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   // Depth 1 = two slots, fast producer: a slot reused too early would be rewritten during the
   // sleep, long before the consumer reads its batch back.
   pinned_prefetcher<synthetic_source, 1> p{synthetic_source(small_config())};
@@ -128,7 +123,7 @@ void CUDART_CB sleep_on_stream(void* arg) {
 }
 
 TEST(PinnedPrefetcher, BoundConsumerStreamOrdersCopiesAndReuse) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   constexpr int batches = 8;
   pinned_prefetcher<synthetic_source, 1> p{synthetic_source(small_config())};
   trainkit::cuda::stream consumer;
@@ -159,7 +154,7 @@ TEST(PinnedPrefetcher, BoundConsumerStreamOrdersCopiesAndReuse) {
 }
 
 TEST(PinnedPrefetcher, PositionTracksBatchesReturnedNotPrefetched) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   pinned_prefetcher<synthetic_source, 4> p{synthetic_source(small_config())};
   synthetic_source bare(small_config());
   EXPECT_EQ(p.position(), bare.position());
@@ -174,7 +169,7 @@ TEST(PinnedPrefetcher, PositionTracksBatchesReturnedNotPrefetched) {
 }
 
 TEST(PinnedPrefetcher, SeekReplaysFromAPosition) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   pinned_prefetcher<synthetic_source, 3> p{synthetic_source(small_config())};
   for (int i = 0; i < 3; ++i) (void)p.next();
   const auto pos = p.position();
@@ -207,7 +202,7 @@ class failing_source {
 };
 
 TEST(PinnedPrefetcher, SourceErrorArrivesAfterTheGoodBatches) {
-  SKIP_WITHOUT_DEVICE();
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
   pinned_prefetcher<failing_source, 2> p(failing_source(3));
   synthetic_source bare(small_config());
   host_batch want;

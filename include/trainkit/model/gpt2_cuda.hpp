@@ -314,7 +314,8 @@ class gpt2_cuda {
                          std::to_string(params_.size()) + " expected");
     std::vector<trainkit::bf16> host(in.size());
     for (std::size_t i = 0; i < in.size(); ++i) host[i] = trainkit::bf16::from_float(in[i]);
-    trainkit::cuda::copy_to_device(params_.data(), std::span<const trainkit::bf16>(host));
+    trainkit::cuda::copy_to_device(params_.data(), std::span<const trainkit::bf16>(host),
+                                   stream());  // ordered before the model's kernels
   }
 
   void download(std::span<float> out, const trainkit::cuda::device_buffer<trainkit::bf16>& src,
@@ -325,7 +326,7 @@ class gpt2_cuda {
                          std::to_string(src.size()));
     stream_->synchronize();
     std::vector<trainkit::bf16> host(src.size());
-    trainkit::cuda::copy_to_host(std::span<trainkit::bf16>(host), src.data());
+    trainkit::cuda::copy_to_host(std::span<trainkit::bf16>(host), src.data(), stream());
     for (std::size_t i = 0; i < host.size(); ++i) out[i] = host[i].to_float();
   }
 

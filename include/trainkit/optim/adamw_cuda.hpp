@@ -171,8 +171,7 @@ class adamw_cuda {
   /// The fp32 master weights, copied to the host (tests, exports at full precision).
   std::vector<float> master_to_host() const {
     std::vector<float> out(n_);
-    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    cuda::copy_to_host(std::span<float>(out), master_.data());
+    cuda::copy_to_host(std::span<float>(out), master_.data(), stream_.get());
     return out;
   }
 

@@ -171,7 +171,29 @@ void copy_device_async(T* dst, const T* src, std::size_t n, cudaStream_t s) {
         cudaMemcpyAsync(dst, src, detail::bytes_of<T>(n), cudaMemcpyDeviceToDevice, s));
 }
 
-/// Blocking host → device copy of a whole span (set-up paths, tests).
+/// Blocking host → device copy of a whole span, ordered on stream `s`: enqueued there, then `s`
+/// synchronised, so the host memory may be freed and every later launch on `s` sees the data.
+/// For memory that work on a non-blocking stream consumes next: a plain cudaMemcpy from pageable
+/// memory may return before its DMA lands, and a non-blocking stream is not ordered after it.
+template <class T>
+void copy_to_device(T* dst, std::span<const T> src, cudaStream_t s) {
+  if (src.empty()) return;
+  TRAINKIT_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src.data(), src.size_bytes(), cudaMemcpyHostToDevice, s));
+  TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+/// Blocking device → host copy into a whole span, ordered on stream `s` (after its earlier work).
+template <class T>
+void copy_to_host(std::span<T> dst, const T* src, cudaStream_t s) {
+  if (dst.empty()) return;
+  TRAINKIT_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), src, dst.size_bytes(), cudaMemcpyDeviceToHost, s));
+  TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+/// Blocking host → device copy of a whole span on the legacy default stream (set-up paths whose
+/// consumer synchronises the device first); prefer the stream overload.
 template <class T>
 void copy_to_device(T* dst, std::span<const T> src) {
   if (!src.empty())

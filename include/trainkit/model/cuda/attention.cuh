@@ -34,6 +34,7 @@ constexpr std::size_t attention_matrix_elements(int B, int H, int T) {
 }
 
 // qkv (B, T, 3, H, hs) → q, k, v (B, H, T, hs) each, stored one after another in qkvr.
+template <class = void>
 __global__ void permute_qkv_kernel(bf16_t* qkvr, const bf16_t* qkv, int B, int T, int H, int hs) {
   const std::int64_t n = std::int64_t(B) * H * T * hs;
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -50,6 +51,7 @@ __global__ void permute_qkv_kernel(bf16_t* qkvr, const bf16_t* qkv, int B, int T
 }
 
 // The inverse: dq, dk, dv (B, H, T, hs) (consecutive in dqkvr) → dqkv (B, T, 3, H, hs).
+template <class = void>
 __global__ void unpermute_qkv_kernel(bf16_t* dqkv, const bf16_t* dqkvr, int B, int T, int H,
                                      int hs) {
   const std::int64_t n = std::int64_t(B) * H * T * hs;
@@ -68,6 +70,7 @@ __global__ void unpermute_qkv_kernel(bf16_t* dqkv, const bf16_t* dqkvr, int B, i
 
 // (B, H, T, hs) ↔ (B, T, H, hs): to_heads = false gathers heads into rows (forward output),
 // true scatters rows into heads (the gradient of the output, in backward).
+template <class = void>
 __global__ void heads_transpose_kernel(bf16_t* out, const bf16_t* in, int B, int T, int H, int hs,
                                        bool to_heads) {
   const std::int64_t n = std::int64_t(B) * H * T * hs;
@@ -85,6 +88,7 @@ __global__ void heads_transpose_kernel(bf16_t* out, const bf16_t* in, int B, int
 }
 
 // One warp per row (bh, t): att[j] = softmax_j≤t(scale·S[j]), 0 for j > t (and in the padding).
+template <class = void>
 __global__ void causal_softmax_kernel(bf16_t* att, const float* scores, int rows, int T, int ld,
                                       float scale) {
   const int lane = threadIdx.x % warp_size;
@@ -105,6 +109,7 @@ __global__ void causal_softmax_kernel(bf16_t* att, const float* scores, int rows
 }
 
 // One warp per row: dS[j] = P[j]·(dP[j] − Σ_i P[i]·dP[i])·scale for j ≤ t, 0 above.
+template <class = void>
 __global__ void causal_softmax_backward_kernel(bf16_t* dscores, const float* dprobs,
                                                const bf16_t* att, int rows, int T, int ld,
                                                float scale) {
@@ -146,8 +151,8 @@ inline void attention_forward(matmul_context& mm, bf16_t* out, const bf16_t* qkv
   const int hs = C / H, ld = attention_ld(T), BH = B * H;
   const std::int64_t n = std::int64_t(B) * T * C;
   constexpr int threads = 256;
-  permute_qkv_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.qkvr, qkv, B, T, H,
-                                                                           hs);
+  permute_qkv_kernel<>
+      <<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.qkvr, qkv, B, T, H, hs);
   TRAINKIT_CUDA_CHECK_LAUNCH("permute_qkv_kernel");
   const bf16_t* q = buf.qkvr;
   const bf16_t* k = buf.qkvr + n;
@@ -168,7 +173,7 @@ inline void attention_forward(matmul_context& mm, bf16_t* out, const bf16_t* qkv
 
   const float scale = 1.0f / std::sqrt(float(hs));
   const unsigned rows_per_block = threads / warp_size;
-  causal_softmax_kernel<<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0, s>>>(
+  causal_softmax_kernel<><<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0, s>>>(
       buf.att, buf.scores, BH * T, T, ld, scale);
   TRAINKIT_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
 
@@ -183,8 +188,8 @@ inline void attention_forward(matmul_context& mm, bf16_t* out, const bf16_t* qkv
   pv.stride_d = std::int64_t(T) * hs;
   mm.run(pv, s);
 
-  heads_transpose_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(out, buf.heads, B, T,
-                                                                               H, hs, false);
+  heads_transpose_kernel<>
+      <<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(out, buf.heads, B, T, H, hs, false);
   TRAINKIT_CUDA_CHECK_LAUNCH("heads_transpose_kernel");
 }
 
@@ -197,8 +202,8 @@ inline void attention_backward(matmul_context& mm, bf16_t* dqkv, const bf16_t* d
   const std::int64_t n = std::int64_t(B) * T * C;
   const std::int64_t head_stride = std::int64_t(T) * hs, mat_stride = std::int64_t(T) * ld;
   constexpr int threads = 256;
-  heads_transpose_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.heads, dout, B,
-                                                                               T, H, hs, true);
+  heads_transpose_kernel<>
+      <<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(buf.heads, dout, B, T, H, hs, true);
   TRAINKIT_CUDA_CHECK_LAUNCH("heads_transpose_kernel");
   const bf16_t* q = buf.qkvr;
   const bf16_t* k = buf.qkvr + n;
@@ -226,16 +231,17 @@ inline void attention_backward(matmul_context& mm, bf16_t* dqkv, const bf16_t* d
           hs, T);
   const float scale = 1.0f / std::sqrt(float(hs));
   const unsigned rows_per_block = threads / warp_size;
-  causal_softmax_backward_kernel<<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0, s>>>(
-      buf.dscores, buf.scores, buf.att, BH * T, T, ld, scale);
+  causal_softmax_backward_kernel<>
+      <<<ceil_div(std::size_t(BH) * T, rows_per_block), threads, 0, s>>>(
+          buf.dscores, buf.scores, buf.att, BH * T, T, ld, scale);
   TRAINKIT_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
   // dq (T, hs) = dS · k;  dk (T, hs) = dSᵀ · q
   batched(buf.dscores, false, ld, mat_stride, k, false, hs, head_stride, dq, false, hs, head_stride,
           T, hs, T);
   batched(buf.dscores, true, ld, mat_stride, q, false, hs, head_stride, dk, false, hs, head_stride,
           T, hs, T);
-  unpermute_qkv_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dqkv, buf.dqkvr, B, T,
-                                                                             H, hs);
+  unpermute_qkv_kernel<>
+      <<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dqkv, buf.dqkvr, B, T, H, hs);
   TRAINKIT_CUDA_CHECK_LAUNCH("unpermute_qkv_kernel");
 }
 

@@ -33,6 +33,7 @@ __device__ inline void online_update(float& m, float& s, float x) {
   }
 }
 
+template <class = void>
 __global__ void __launch_bounds__(classifier_threads)
     classifier_kernel(bf16_t* logits, float* losses, const std::int32_t* targets, int* bad_target,
                       int V, int Vp, float dloss, bool backward) {
@@ -79,8 +80,8 @@ inline void classifier(bf16_t* logits, float* losses, const std::int32_t* target
   constexpr const char* who = "classifier";
   require(Vp % pack == 0 && V <= Vp && V > 0, who, "Vp must be a multiple of 8 and ≥ V");
   require(aligned_to(logits, 16), who, "logits must be 16-byte aligned");
-  classifier_kernel<<<unsigned(N), classifier_threads, 0, s>>>(logits, losses, targets, bad_target,
-                                                               V, Vp, dloss, backward);
+  classifier_kernel<><<<unsigned(N), classifier_threads, 0, s>>>(
+      logits, losses, targets, bad_target, V, Vp, dloss, backward);
   TRAINKIT_CUDA_CHECK_LAUNCH("classifier_kernel");
 }
 

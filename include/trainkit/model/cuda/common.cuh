@@ -5,14 +5,21 @@
 // reduction runs in a fixed tree (warp shuffles, then warps in index order), so a kernel gives
 // bit-identical results run after run; nothing here uses atomics. Not for users: gpt2_cuda.hpp
 // is the interface.
+// Linkage: every kernel in these headers is a function template (`template <class = void>`,
+// launched as `name<><<<...>>>`). A plain `__global__` function has external linkage, so two
+// .cu files including the same header would each define it and the link would fail; a template's
+// instantiations are merged by the linker, and the kernel keeps one name in profiles.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/error.hpp"
@@ -107,8 +114,19 @@ inline const bf16_t* as_device_bf16(const trainkit::bf16* p) noexcept {
 }
 
 /// can_implement() helpers: throw config_error naming the kernel and the failed requirement.
-inline void require(bool ok, const char* kernel, const std::string& what) {
-  if (!ok) throw config_error(std::string(kernel) + ": cannot run: " + what);
+/// They sit on every launch, so the message is built only when the check fails: a fixed text is
+/// a `const char*`, a formatted one a callable returning it.
+[[noreturn]] inline void cannot_run(const char* kernel, std::string_view what) {
+  throw config_error(std::string(kernel) + ": cannot run: " + std::string(what));
+}
+inline void require(bool ok, const char* kernel, const char* what) {
+  if (!ok) [[unlikely]]
+    cannot_run(kernel, what);
+}
+template <std::invocable Describe>
+inline void require(bool ok, const char* kernel, Describe&& describe) {
+  if (!ok) [[unlikely]]
+    cannot_run(kernel, std::forward<Describe>(describe)());
 }
 inline bool aligned_to(const void* p, std::size_t bytes) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;

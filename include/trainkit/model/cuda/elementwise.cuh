@@ -15,6 +15,7 @@
 
 namespace trainkit::model::kernels {
 
+template <class = void>
 __global__ void gelu_forward_kernel(bf16_t* out, const bf16_t* inp, std::int64_t n) {
   const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
   if (i >= n) return;
@@ -30,10 +31,11 @@ inline void gelu_forward(bf16_t* out, const bf16_t* inp, std::int64_t n, cudaStr
   require(n % pack == 0 && aligned_to(out, 16) && aligned_to(inp, 16), "gelu_forward",
           "n must be a multiple of 8 and buffers 16-byte aligned");
   constexpr int threads = 256;
-  gelu_forward_kernel<<<ceil_div(std::size_t(n) / pack, threads), threads, 0, s>>>(out, inp, n);
+  gelu_forward_kernel<><<<ceil_div(std::size_t(n) / pack, threads), threads, 0, s>>>(out, inp, n);
   TRAINKIT_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
 
+template <class = void>
 __global__ void accumulate_kernel(bf16_t* dst, const bf16_t* src, std::int64_t n) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -44,7 +46,7 @@ __global__ void accumulate_kernel(bf16_t* dst, const bf16_t* src, std::int64_t n
 inline void accumulate(bf16_t* dst, const bf16_t* src, std::int64_t n, cudaStream_t s) {
   if (n == 0) return;
   constexpr int threads = 256;
-  accumulate_kernel<<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dst, src, n);
+  accumulate_kernel<><<<ceil_div(std::size_t(n), threads), threads, 0, s>>>(dst, src, n);
   TRAINKIT_CUDA_CHECK_LAUNCH("accumulate_kernel");
 }
 

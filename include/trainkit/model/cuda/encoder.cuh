@@ -25,6 +25,7 @@
 
 namespace trainkit::model::kernels {
 
+template <class = void>
 __global__ void encoder_forward_kernel(bf16_t* out, const std::int32_t* tokens, const bf16_t* wte,
                                        const bf16_t* wpe, int* bad_token, int N, int T, int C,
                                        int V) {
@@ -55,12 +56,13 @@ inline void encoder_forward(bf16_t* out, const std::int32_t* tokens, const bf16_
           "buffers must be 16-byte aligned");
   const std::size_t vectors = std::size_t(B) * T * C / pack;
   constexpr int threads = 256;
-  encoder_forward_kernel<<<ceil_div(vectors, threads), threads, 0, s>>>(out, tokens, wte, wpe,
-                                                                        bad_token, B * T, T, C, V);
+  encoder_forward_kernel<><<<ceil_div(vectors, threads), threads, 0, s>>>(
+      out, tokens, wte, wpe, bad_token, B * T, T, C, V);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
 }
 
 // dwpe[t, c..c+8] += Σ_b dout[b, t, c..c+8], b in order.
+template <class = void>
 __global__ void encoder_backward_wpe_kernel(bf16_t* dwpe, const bf16_t* dout, int B, int T, int C) {
   const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * pack;
   if (i >= std::int64_t(T) * C) return;
@@ -80,12 +82,13 @@ inline void encoder_backward_wpe(bf16_t* dwpe, const bf16_t* dout, int B, int T,
                                  cudaStream_t s) {
   require(C % pack == 0, "encoder_backward_wpe", "C must be a multiple of 8");
   constexpr int threads = 256;
-  encoder_backward_wpe_kernel<<<ceil_div(std::size_t(T) * C / pack, threads), threads, 0, s>>>(
-      dwpe, dout, B, T, C);
+  encoder_backward_wpe_kernel<>
+      <<<ceil_div(std::size_t(T) * C / pack, threads), threads, 0, s>>>(dwpe, dout, B, T, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_wpe_kernel");
 }
 
 // dwte[token[r]] += dout[r], two channels per thread with bf16x2 atomics.
+template <class = void>
 __global__ void encoder_backward_atomic_kernel(bf16_t* dwte, const bf16_t* dout,
                                                const std::int32_t* tokens, int N, int C, int V) {
   const std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 2;
@@ -101,8 +104,8 @@ inline void encoder_backward_atomic(bf16_t* dwte, const bf16_t* dout, const std:
                                     int N, int C, int V, cudaStream_t s) {
   require(C % 2 == 0, "encoder_backward_atomic", "C must be even");
   constexpr int threads = 256;
-  encoder_backward_atomic_kernel<<<ceil_div(std::size_t(N) * C / 2, threads), threads, 0, s>>>(
-      dwte, dout, tokens, N, C, V);
+  encoder_backward_atomic_kernel<>
+      <<<ceil_div(std::size_t(N) * C / 2, threads), threads, 0, s>>>(dwte, dout, tokens, N, C, V);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_atomic_kernel");
 }
 
@@ -149,6 +152,7 @@ inline token_buckets make_token_buckets(std::span<const std::int32_t> tokens, in
 }
 
 // Block (u, channel group): sums bucket u's rows of dout for 8 channels per thread, in row order.
+template <class = void>
 __global__ void encoder_backward_buckets_kernel(bf16_t* dwte, const bf16_t* dout,
                                                 const std::int32_t* packed, int C) {
   const int U = packed[0];
@@ -180,7 +184,7 @@ inline void encoder_backward_buckets(bf16_t* dwte, const bf16_t* dout, const std
   if (buckets == 0) return;
   constexpr int threads = 128;  // 1024 channels per block: one y-block for C ≤ 1024, two for 1600
   const dim3 grid(unsigned(buckets), ceil_div(std::size_t(C) / pack, threads));
-  encoder_backward_buckets_kernel<<<grid, threads, 0, s>>>(dwte, dout, packed, C);
+  encoder_backward_buckets_kernel<><<<grid, threads, 0, s>>>(dwte, dout, packed, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_buckets_kernel");
 }
 

@@ -46,6 +46,7 @@ __device__ inline void residual_at(const bf16_t* a, const bf16_t* b, std::int64_
   }
 }
 
+template <class = void>
 __global__ void layernorm_forward_kernel(bf16_t* res_out, bf16_t* out, float* mean, float* rstd,
                                          const bf16_t* a, const bf16_t* b, const bf16_t* w,
                                          const bf16_t* bias, int N, int C) {
@@ -98,11 +99,12 @@ inline void layernorm_forward(bf16_t* res_out, bf16_t* out, float* mean, float* 
           who, "buffers must be 16-byte aligned");
   require(!b || res_out, who, "a residual add needs res_out");
   const unsigned rows_per_block = layernorm_threads / warp_size;
-  layernorm_forward_kernel<<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads, 0, s>>>(
+  layernorm_forward_kernel<><<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads, 0, s>>>(
       res_out, out, mean, rstd, a, b, w, bias, N, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
+template <class = void>
 __global__ void layernorm_backward_input_kernel(bf16_t* dinp, const bf16_t* dout, const bf16_t* x,
                                                 const bf16_t* w, const float* mean,
                                                 const float* rstd, int N, int C) {
@@ -139,6 +141,7 @@ __global__ void layernorm_backward_input_kernel(bf16_t* dinp, const bf16_t* dout
 }
 
 // partial[chunk] = (Σ_rows dout·norm, Σ_rows dout) over the chunk's rows, one thread per channel.
+template <class = void>
 __global__ void layernorm_backward_partial_kernel(float* partial, const bf16_t* dout,
                                                   const bf16_t* x, const float* mean,
                                                   const float* rstd, int N, int C) {
@@ -159,6 +162,7 @@ __global__ void layernorm_backward_partial_kernel(float* partial, const bf16_t* 
 }
 
 // dw[c] += Σ_chunks partial[chunk, c]; db[c] += Σ_chunks partial[chunk, C + c]; chunks in order.
+template <class = void>
 __global__ void layernorm_backward_reduce_kernel(bf16_t* dw, bf16_t* db, const float* partial,
                                                  int chunks, int C) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -179,16 +183,17 @@ inline void layernorm_backward(bf16_t* dinp, bf16_t* dw, bf16_t* db, float* part
   require(aligned_to(dinp, 16) && aligned_to(dout, 16) && aligned_to(x, 16) && aligned_to(w, 16),
           who, "buffers must be 16-byte aligned");
   const unsigned rows_per_block = layernorm_threads / warp_size;
-  layernorm_backward_input_kernel<<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads, 0,
-                                    s>>>(dinp, dout, x, w, mean, rstd, N, C);
+  layernorm_backward_input_kernel<>
+      <<<ceil_div(std::size_t(N), rows_per_block), layernorm_threads, 0, s>>>(dinp, dout, x, w,
+                                                                              mean, rstd, N, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
   const unsigned chunks = ceil_div(std::size_t(N), layernorm_rows_per_chunk);
   constexpr int threads = 128;
   const dim3 grid(ceil_div(std::size_t(C), threads), chunks);
-  layernorm_backward_partial_kernel<<<grid, threads, 0, s>>>(partial, dout, x, mean, rstd, N, C);
+  layernorm_backward_partial_kernel<><<<grid, threads, 0, s>>>(partial, dout, x, mean, rstd, N, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("layernorm_backward_partial_kernel");
-  layernorm_backward_reduce_kernel<<<ceil_div(2 * std::size_t(C), threads), threads, 0, s>>>(
-      dw, db, partial, int(chunks), C);
+  layernorm_backward_reduce_kernel<>
+      <<<ceil_div(2 * std::size_t(C), threads), threads, 0, s>>>(dw, db, partial, int(chunks), C);
   TRAINKIT_CUDA_CHECK_LAUNCH("layernorm_backward_reduce_kernel");
 }
 

@@ -58,6 +58,7 @@ struct matmul_arguments {
 
 // ---- epilogue fallbacks (used only when cuBLASLt offers no fused algorithm) --------------------
 
+template <class = void>
 __global__ void add_bias_kernel(bf16_t* d, const bf16_t* bias, int m, int n, std::int64_t ldd) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // over m·n
   if (i >= std::int64_t(m) * n) return;
@@ -66,6 +67,7 @@ __global__ void add_bias_kernel(bf16_t* d, const bf16_t* bias, int m, int n, std
   *p = __float2bfloat16(__bfloat162float(*p) + __bfloat162float(bias[c]));
 }
 
+template <class = void>
 __global__ void gelu_from_aux_kernel(bf16_t* d, std::int64_t ldd, const bf16_t* aux,
                                      std::int64_t ld_aux, int m, int n, bool backward) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -77,6 +79,7 @@ __global__ void gelu_from_aux_kernel(bf16_t* d, std::int64_t ldd, const bf16_t* 
 }
 
 // bias_grad[i] = Σ_k a[k, i] for a stored (K, M): one thread per column, rows in order.
+template <class = void>
 __global__ void column_sum_kernel(bf16_t* out, const bf16_t* a, int rows, int cols,
                                   std::int64_t lda) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -108,12 +111,15 @@ class matmul_context {
   static void can_implement(const matmul_arguments& x) {
     constexpr const char* who = "matmul";
     require(x.a && x.b && x.d, who, "null operand");
-    require(x.m > 0 && x.n > 0 && x.k > 0 && x.batch > 0, who,
-            "empty shape m=" + std::to_string(x.m) + " n=" + std::to_string(x.n) +
-                " k=" + std::to_string(x.k));
-    require(x.lda >= (x.trans_a ? x.m : x.k), who, "lda " + std::to_string(x.lda) + " too small");
-    require(x.ldb >= (x.trans_b ? x.k : x.n), who, "ldb " + std::to_string(x.ldb) + " too small");
-    require(x.ldd >= x.n, who, "ldd " + std::to_string(x.ldd) + " too small");
+    require(x.m > 0 && x.n > 0 && x.k > 0 && x.batch > 0, who, [&] {
+      return "empty shape m=" + std::to_string(x.m) + " n=" + std::to_string(x.n) +
+             " k=" + std::to_string(x.k) + " batch=" + std::to_string(x.batch);
+    });
+    require(x.lda >= (x.trans_a ? x.m : x.k), who,
+            [&] { return "lda " + std::to_string(x.lda) + " too small"; });
+    require(x.ldb >= (x.trans_b ? x.k : x.n), who,
+            [&] { return "ldb " + std::to_string(x.ldb) + " too small"; });
+    require(x.ldd >= x.n, who, [&] { return "ldd " + std::to_string(x.ldd) + " too small"; });
     require(x.ep == epilogue::none || x.batch == 1, who, "epilogues are for unbatched GEMMs");
     require(!(x.d_is_f32 && x.ep != epilogue::none), who, "epilogues write bf16 outputs");
     if (x.ep == epilogue::bias || x.ep == epilogue::gelu_aux_bias)
@@ -121,9 +127,10 @@ class matmul_context {
     if (x.ep == epilogue::gelu_aux_bias || x.ep == epilogue::dgelu) {
       require(x.aux != nullptr, who, "GELU epilogue without its aux matrix");
       // cublasLt.h: the GELU aux leading dimension must be a multiple of 8.
-      require(x.ld_aux >= x.n && x.ld_aux % 8 == 0, who,
-              "GELU aux leading dimension " + std::to_string(x.ld_aux) +
-                  " must be ≥ n and a multiple of 8");
+      require(x.ld_aux >= x.n && x.ld_aux % 8 == 0, who, [&] {
+        return "GELU aux leading dimension " + std::to_string(x.ld_aux) +
+               " must be ≥ n and a multiple of 8";
+      });
     }
     if (x.ep == epilogue::bgradb) {
       require(x.bias_grad != nullptr, who, "bgradb epilogue without a bias-gradient output");
@@ -263,29 +270,30 @@ class matmul_context {
     switch (x.ep) {
       case epilogue::bias:
         run(plain, stream);
-        add_bias_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.bias, x.m, x.n, x.ldd);
+        add_bias_kernel<>
+            <<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.bias, x.m, x.n, x.ldd);
         TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
         break;
       case epilogue::gelu_aux_bias:
         plain.d = x.aux;  // pre-activation first, then gelu(aux) into d
         plain.ldd = x.ld_aux;
         run(plain, stream);
-        add_bias_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(x.aux, x.bias, x.m, x.n,
-                                                                       x.ld_aux);
+        add_bias_kernel<>
+            <<<ceil_div(mn, threads), threads, 0, stream>>>(x.aux, x.bias, x.m, x.n, x.ld_aux);
         TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
-        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(
+        gelu_from_aux_kernel<><<<ceil_div(mn, threads), threads, 0, stream>>>(
             d, x.ldd, x.aux, x.ld_aux, x.m, x.n, false);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::dgelu:
         run(plain, stream);
-        gelu_from_aux_kernel<<<ceil_div(mn, threads), threads, 0, stream>>>(
+        gelu_from_aux_kernel<><<<ceil_div(mn, threads), threads, 0, stream>>>(
             d, x.ldd, x.aux, x.ld_aux, x.m, x.n, true);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::bgradb:
         run(plain, stream);
-        column_sum_kernel<<<ceil_div(std::size_t(x.m), threads), threads, 0, stream>>>(
+        column_sum_kernel<><<<ceil_div(std::size_t(x.m), threads), threads, 0, stream>>>(
             x.bias_grad, x.a, x.k, x.m, x.lda);
         TRAINKIT_CUDA_CHECK_LAUNCH("column_sum_kernel");
         break;

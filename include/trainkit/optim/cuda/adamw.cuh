@@ -68,6 +68,7 @@ struct update_constants {
 
 // ---- master weights --------------------------------------------------------------------------
 
+template <class = void>
 __global__ void bf16_to_float_kernel(float* out, const bf16_t* in, std::size_t n) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -78,7 +79,7 @@ __global__ void bf16_to_float_kernel(float* out, const bf16_t* in, std::size_t n
 inline void bf16_to_float(float* out, const bf16_t* in, std::size_t n, cudaStream_t s) {
   if (n == 0) return;
   const std::size_t blocks = (n + 255) / 256;
-  bf16_to_float_kernel<<<unsigned(blocks < 65536 ? blocks : 65536), 256, 0, s>>>(out, in, n);
+  bf16_to_float_kernel<><<<unsigned(blocks < 65536 ? blocks : 65536), 256, 0, s>>>(out, in, n);
   TRAINKIT_CUDA_CHECK_LAUNCH("bf16_to_float_kernel");
 }
 
@@ -110,6 +111,7 @@ inline void sum_of_squares(double* out, const bf16_t* g, std::size_t n, void* te
 
 /// norm_and_scale[0] = ‖g‖ (float), [1] = clipping factor — optim/grad_clip.hpp's clip_factor,
 /// computed in double from the double sum exactly as adamw_cpu does.
+template <class = void>
 __global__ void clip_factor_kernel(float* norm_and_scale, const double* sum_sq, double max_norm) {
   const double norm = sqrt(*sum_sq);
   double factor = 1.0;
@@ -120,7 +122,7 @@ __global__ void clip_factor_kernel(float* norm_and_scale, const double* sum_sq, 
 
 inline void clip_factor(float* norm_and_scale, const double* sum_sq, double max_norm,
                         cudaStream_t s) {
-  clip_factor_kernel<<<1, 1, 0, s>>>(norm_and_scale, sum_sq, max_norm);
+  clip_factor_kernel<><<<1, 1, 0, s>>>(norm_and_scale, sum_sq, max_norm);
   TRAINKIT_CUDA_CHECK_LAUNCH("clip_factor_kernel");
 }
 
@@ -146,6 +148,7 @@ __device__ inline bf16_t to_bf16(float x, bool stochastic, std::uint32_t bits) {
 /// One AdamW step over every parameter. Block b works on chunk b: the segment holding it comes
 /// from a binary search over `table.seg[].first_chunk`. `scale` is the device-side clipping
 /// factor from clip_factor_kernel.
+template <class = void>
 __global__ void __launch_bounds__(update_threads)
     adamw_update_kernel(bf16_t* params, float* master, float* m, float* v, const bf16_t* grads,
                         const float* norm_and_scale, const segment_table table,
@@ -192,8 +195,8 @@ inline void adamw_update(bf16_t* params, float* master, float* m, float* v, cons
                          const float* norm_and_scale, const segment_table& table,
                          const update_constants& k, cudaStream_t s) {
   if (table.total_chunks == 0) return;
-  adamw_update_kernel<<<table.total_chunks, update_threads, 0, s>>>(params, master, m, v, grads,
-                                                                    norm_and_scale, table, k);
+  adamw_update_kernel<><<<table.total_chunks, update_threads, 0, s>>>(params, master, m, v, grads,
+                                                                      norm_and_scale, table, k);
   TRAINKIT_CUDA_CHECK_LAUNCH("adamw_update_kernel");
 }
 
