@@ -634,5 +634,6 @@ class gpt2_cuda {
 };
 
 static_assert(model<gpt2_cuda>, "gpt2_cuda must satisfy trainkit::model::model");
+static_assert(names_its_device<gpt2_cuda>, "gpt2_cuda reports its device for the MFU peak");
 
 }  // namespace trainkit::model

@@ -336,6 +336,9 @@ struct pinned {
 };
 
 static_assert(prefetcher<pinned_prefetcher<data::synthetic_source, 2>>);
+static_assert(
+    reports_copy_wait<pinned_prefetcher<data::synthetic_source, 2>> &&
+    orders_on_context<pinned_prefetcher<data::synthetic_source, 2>, cuda::execution_context>);
 static_assert(prefetch_recipe_for<pinned<4>, data::synthetic_source>);
 static_assert(
     std::same_as<pinned_prefetcher<data::synthetic_source, 4>::memory_space, device_memory>);

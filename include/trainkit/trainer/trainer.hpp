@@ -102,6 +102,11 @@ class trainer {
       checkpoint::checkpointer<Checkpointer>,
       "trainkit::trainer: Checkpointer does not satisfy trainkit::checkpoint::checkpointer "
       "(see checkpoint/concepts.hpp)");
+  static_assert(checkpoint::checkpointer_for<Checkpointer, typename Model::memory_space>,
+                "trainkit::trainer: the Checkpointer reads host memory only but the Model's state "
+                "is in device memory (requirement: Checkpointer::reads_device_memory when "
+                "Model::memory_space is device_memory; wrap it in host_staged_checkpointer or use "
+                "an asio_checkpointer with the CUDA stager)");
 
  public:
   using source_type = Source;
@@ -433,13 +438,13 @@ class trainer {
   /// Asynchronous checkpointers report a failed background write on the next poll (training goes
   /// on; the previous complete checkpoint stays loadable). Polling does not block.
   void report_checkpoint_error() {
-    if constexpr (requires { checkpointer_.take_error(); }) {
+    if constexpr (checkpoint::reports_save_errors<Checkpointer>) {
       if (auto err = checkpointer_.take_error()) say("warning: checkpoint: " + *err + "\n");
     }
   }
 
   void print_checkpointer_warnings() {
-    if constexpr (requires { checkpointer_.warnings(); }) {
+    if constexpr (checkpoint::reports_warnings<Checkpointer>) {
       for (const auto& w : checkpointer_.warnings()) say("warning: " + w + "\n");
     }
   }
