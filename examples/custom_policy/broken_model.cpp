@@ -17,11 +17,16 @@ struct forgetful_model {
   using parameter_type = float;
   custom_policy::mlp_lm inner{{}, 1};
 
-  float forward_backward(tk::batch_view<tk::host_memory> b, float s) {
-    return inner.forward_backward(b, s);
+  void forward_backward(tk::batch_view<tk::host_memory> b, const tk::model::micro_step& micro,
+                        tk::host_context& ctx) {
+    inner.forward_backward(b, micro, ctx);
+  }
+  double step_loss() const { return inner.step_loss(); }
+  std::span<const tk::model::gradient_bucket> gradient_buckets() const {
+    return inner.gradient_buckets();
   }
   float forward(tk::batch_view<tk::host_memory> b) { return inner.forward(b); }
-  void zero_grad() { inner.zero_grad(); }
+  void zero_grad(tk::host_context& ctx) { inner.zero_grad(ctx); }
 #ifdef TRAINKIT_MNC_VALID
   double flops_per_token(int seq_len) const {
     return inner.flops_per_token(seq_len);

@@ -4,9 +4,11 @@
 // the last K tokens are embedded (D numbers each), concatenated, passed through one tanh layer of
 // H units and projected to a score per vocabulary entry. It exists to show what
 // trainkit::model::model asks of a model — flat parameter and gradient buffers described by named
-// tensors (with weight-decay flags the shipped AdamW honours), a loss that *adds* scaled
-// gradients, a FLOP count per token and the tensors a checkpoint must hold — and that such a model
-// trains with the library's prefetcher, optimizer and checkpointer without touching include/.
+// tensors (with weight-decay flags the shipped AdamW honours), micro-steps that *add* scaled
+// gradients and keep the step's loss, gradient buckets published when backward has finished them
+// (here one bucket: the whole buffer is final only at the end of backward), a FLOP count per token
+// and the tensors a checkpoint must hold — and that such a model trains with the library's
+// prefetcher, optimizer and checkpointer without touching include/.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include <trainkit/core/batch.hpp>
 #include <trainkit/core/error.hpp>
+#include <trainkit/core/execution_context.hpp>
 #include <trainkit/core/memory_space.hpp>
 #include <trainkit/core/tensor.hpp>
 #include <trainkit/model/concepts.hpp>
@@ -54,6 +57,7 @@ class mlp_lm {
     add_tensor("b2", {V}, false);
     params_.assign(size_, 0.0f);
     grads_.assign(size_, 0.0f);
+    buckets_ = {{"all", {{0, size_}}}};
 
     // Embeddings ~ N(0, 1); each matrix scaled by 1/sqrt(fan-in) so tanh starts unsaturated; the
     // output layer starts small so the first loss is close to ln(V), the loss of guessing.
@@ -68,6 +72,22 @@ class mlp_lm {
     fill(w2_, 0.1f / std::sqrt(float(H)));
   }
 
+  /// One micro-step of the trainer's step protocol: adds grad_scale·∂loss/∂θ to the gradients,
+  /// adds the batch's mean loss to the step's, and on the last micro-step publishes the one bucket.
+  void forward_backward(trainkit::batch_view<trainkit::host_memory> batch,
+                        const trainkit::model::micro_step& micro, trainkit::host_context&) {
+    if (micro.first()) loss_sum_ = 0.0;
+    loss_sum_ += run(batch, micro.grad_scale, true);
+    loss_count_ = micro.count;
+    if (micro.last()) micro.on_bucket(0);
+  }
+
+  /// The mean loss of the current step's micro-steps.
+  double step_loss() const { return loss_sum_ / loss_count_; }
+
+  /// One bucket holding every gradient (an MLP this small has nothing to overlap).
+  std::span<const trainkit::model::gradient_bucket> gradient_buckets() const { return buckets_; }
+
   /// Mean cross-entropy over the batch's B·T targets; adds grad_scale·∂loss/∂θ to the gradients.
   float forward_backward(trainkit::batch_view<trainkit::host_memory> batch, float grad_scale) {
     return run(batch, grad_scale, true);
@@ -78,6 +98,7 @@ class mlp_lm {
     return run(batch, 0.0f, false);
   }
 
+  void zero_grad(trainkit::host_context&) { zero_grad(); }
   void zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
   /// 2 FLOPs per multiply-add of the two matrix products, times 3 for forward + backward (the
@@ -219,6 +240,9 @@ class mlp_lm {
   std::size_t size_ = 0;
   std::vector<float> params_;
   std::vector<float> grads_;
+  std::vector<trainkit::model::gradient_bucket> buckets_;
+  double loss_sum_ = 0.0;  // Σ micro-step losses of the current step
+  int loss_count_ = 1;
 };
 
 static_assert(trainkit::model::model<mlp_lm>);

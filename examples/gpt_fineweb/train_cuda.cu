@@ -5,7 +5,7 @@
 // with Checkpointer by --ckpt-mode: none (no_checkpoint), sync (sync_checkpointer behind
 // host_staged_checkpointer, which copies device tensors to pinned memory before each write and
 // back after a resume) or async (basic_asio_checkpointer<cuda_stager>: device→pinned copies on a
-// side stream, written on a Boost.Asio thread; the optimizer's stream is guarded so the next
+// side stream, written on a Boost.Asio thread; the trainer's compute stream is guarded so the next
 // update waits for the snapshot on the device, not on the host). --init-from and --export go
 // through train_cuda_host.cpp (llm.c files, g++). Library errors propagate to main.cpp, which turns
 // them into one line and exit code 2.
@@ -160,7 +160,7 @@ int run_train_cuda(const train_options& o) {
           {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}),
       [](auto& t) {
         // The next update overwrites master weights and moments: it waits for the snapshot.
-        t.checkpointer().stager().guard_stream(t.optimizer().stream());
+        t.checkpointer().stager().guard_stream(t.context().stream());
       });
 }
 

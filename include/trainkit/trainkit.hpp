@@ -19,6 +19,7 @@
 #include "trainkit/core/crc32c.hpp"
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/gemm_calibration.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
@@ -37,10 +38,16 @@
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/step_protocol.hpp"
 
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/schedule.hpp"
+
+#include "trainkit/reduce/concepts.hpp"
+#include "trainkit/reduce/single.hpp"
 
 #include "trainkit/checkpoint/asio_checkpointer.hpp"
 #include "trainkit/checkpoint/concepts.hpp"

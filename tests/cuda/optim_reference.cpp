@@ -31,7 +31,7 @@ struct buffer_model {
   std::size_t num_parameters() const { return params.size(); }
   std::vector<state_tensor> state() { return {}; }
 };
-static_assert(model::model<buffer_model>);
+static_assert(model::parameter_holder<buffer_model>);
 
 }  // namespace
 

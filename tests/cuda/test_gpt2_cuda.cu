@@ -7,15 +7,20 @@
 // skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_support.cuh"
 #include "reference.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/step_protocol.hpp"
 
 namespace {
 
@@ -182,6 +187,81 @@ TEST(Gpt2Cuda, AccumulationForwardAndNonDeterministicMode) {
   fvec ga(atomic.num_parameters());
   atomic.gradients_to_host(ga);
   EXPECT_GT(cosine(ga, g2), 0.999);
+}
+
+/// Records the buckets a model publishes, in order.
+struct bucket_log {
+  std::vector<std::size_t> order;
+  static void ready(void* self, std::size_t i) {
+    static_cast<bucket_log*>(self)->order.push_back(i);
+  }
+};
+
+TEST(Gpt2Cuda, StepProtocolEqualsTheOneCallApiAndPublishesEveryBucketOnce) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  const device_batch a(2, 64, cfg.vocab_size, 21), b(2, 64, cfg.vocab_size, 22);
+  gpt2_cuda ref(cfg, 9), proto(cfg, 9);
+  ref.zero_grad();
+  const float la = ref.forward_backward(a.view(), 0.5f);
+  const float lb = ref.forward_backward(b.view(), 0.5f);
+
+  trainkit::cuda::execution_context ctx;
+  bucket_log log;
+  trainkit::model::micro_step micro{0.5f, 0, 2, {&log, &bucket_log::ready}};
+  proto.zero_grad(ctx);
+  proto.forward_backward(a.view(), micro, ctx);
+  EXPECT_TRUE(log.order.empty()) << "gradients are not final before the last micro-step";
+  micro.index = 1;
+  proto.forward_backward(b.view(), micro, ctx);
+  ctx.synchronize();
+
+  const std::size_t n = proto.gradient_buckets().size();
+  ASSERT_EQ(log.order.size(), n);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(log.order[i], i) << "publication order";
+  const double mean = (double(la) + double(lb)) / 2;
+  EXPECT_NEAR(proto.step_loss(), mean, 1e-6 * std::abs(mean)) << "the mean of the micro-steps";
+  fvec g_ref(ref.num_parameters()), g_proto(proto.num_parameters());
+  ref.gradients_to_host(g_ref);
+  proto.gradients_to_host(g_proto);
+  EXPECT_EQ(g_proto, g_ref) << "same kernels in the same order (deterministic mode)";
+}
+
+TEST(Gpt2Cuda, StepProtocolEnqueuesWithoutWaitingOnTheHost) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  const device_batch a(2, 64, cfg.vocab_size, 23);
+  gpt2_cuda_options opt;
+  opt.deterministic = false;  // deterministic mode waits for the token ids (documented)
+  gpt2_cuda m(cfg, 9, opt);
+  trainkit::cuda::execution_context ctx;
+  const trainkit::model::micro_step micro{1.0f, 0, 1, {}};
+  m.zero_grad(ctx);  // warm-up: the arena and cuBLASLt's algorithm choice
+  m.forward_backward(a.view(), micro, ctx);
+  ctx.synchronize();
+  const double warm_loss = m.step_loss();
+
+  // A gate at the head of the stream: nothing behind it runs until the test opens it (or 10 s
+  // pass). A call that waited on the host for its own work would wait for the gate.
+  std::atomic<bool> open{false};
+  TRAINKIT_CUDA_CHECK(cudaLaunchHostFunc(
+      ctx.stream(),
+      [](void* p) {
+        auto* o = static_cast<std::atomic<bool>*>(p);
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!o->load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      &open));
+  const auto t0 = std::chrono::steady_clock::now();
+  m.zero_grad(ctx);
+  m.forward_backward(a.view(), micro, ctx);
+  const double enqueue_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  open = true;
+  ctx.synchronize();
+  EXPECT_LT(enqueue_s, 5.0) << "zero_grad/forward_backward waited on the host for the stream";
+  EXPECT_EQ(m.step_loss(), warm_loss) << "the same batch, read after the one synchronisation";
 }
 
 TEST(Gpt2Cuda, BadTokensThrowConfigError) {

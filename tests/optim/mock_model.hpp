@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "trainkit/core/batch.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
+#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit_test {
 
@@ -40,6 +42,7 @@ class quadratic_model {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (auto& p : params_) p = normal(rng);
     for (auto& t : target_) t = normal(rng);
+    buckets_ = {{"all", {{0, n}}}};
   }
 
   float forward_backward(trainkit::batch_view<Space>, float grad_scale) {
@@ -51,6 +54,17 @@ class quadratic_model {
     }
     return static_cast<float>(loss);
   }
+  /// The step protocol: one bucket (everything), published on the last micro-step.
+  void forward_backward(trainkit::batch_view<Space> b, const trainkit::model::micro_step& micro,
+                        trainkit::execution_context_t<Space>&) {
+    if (micro.first()) loss_sum_ = 0;
+    loss_sum_ += forward_backward(b, micro.grad_scale);
+    loss_count_ = micro.count;
+    if (micro.last()) micro.on_bucket(0);
+  }
+  double step_loss() const { return loss_sum_ / loss_count_; }
+  std::span<const trainkit::model::gradient_bucket> gradient_buckets() const { return buckets_; }
+  void zero_grad(trainkit::execution_context_t<Space>&) { zero_grad(); }
   float forward(trainkit::batch_view<Space>) {
     double loss = 0.0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -77,6 +91,9 @@ class quadratic_model {
   std::vector<float> params_;  // (N,)
   std::vector<float> grads_;   // (N,)
   std::vector<float> target_;  // (N,)
+  std::vector<trainkit::model::gradient_bucket> buckets_;
+  double loss_sum_ = 0;
+  int loss_count_ = 1;
 };
 
 /// The same model with double parameters: an optimizer for float must not accept it.
@@ -84,9 +101,7 @@ class double_model {
  public:
   using memory_space = trainkit::host_memory;
   using parameter_type = double;
-  float forward_backward(trainkit::batch_view<memory_space>, float) { return 0; }
   float forward(trainkit::batch_view<memory_space>) { return 0; }
-  void zero_grad() {}
   double flops_per_token(int) const { return 0; }
   std::span<const trainkit::tensor_info> parameter_layout() const { return {}; }
   std::span<double> parameters() { return p_; }

@@ -22,16 +22,20 @@ namespace fs = std::filesystem;
 namespace {
 
 tk::model::gpt2_config tiny_model() {
-  return {.max_seq_len = 32, .vocab_size = 200, .padded_vocab_size = 256, .num_layers = 2,
-          .num_heads = 2, .channels = 32};
+  return {.max_seq_len = 32,
+          .vocab_size = 200,
+          .padded_vocab_size = 256,
+          .num_layers = 2,
+          .num_heads = 2,
+          .channels = 32};
 }
 
 struct temp_dir {
   fs::path path;
   temp_dir() {
     static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("trainkit-trainer-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path = fs::temp_directory_path() / ("trainkit-trainer-test-" + std::to_string(::getpid()) +
+                                        "-" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -68,9 +72,14 @@ using shard_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::thr
                                   tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer>;
 
 tk::data::synthetic_source synthetic(int B = 4, int T = 16,
-                                     std::chrono::microseconds delay = std::chrono::microseconds{0}) {
-  return tk::data::synthetic_source({.batch_size = B, .seq_len = T, .vocab_size = 200,
-                                     .alphabet = 32, .branching = 2, .seed = 5,
+                                     std::chrono::microseconds delay = std::chrono::microseconds{
+                                         0}) {
+  return tk::data::synthetic_source({.batch_size = B,
+                                     .seq_len = T,
+                                     .vocab_size = 200,
+                                     .alphabet = 32,
+                                     .branching = 2,
+                                     .seed = 5,
                                      .produce_delay = delay});
 }
 
@@ -111,9 +120,9 @@ TEST(Trainer, PhasesAddUpToStepTime) {
   std::size_t n = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line);
-    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens", "dt_ms", "data_wait_ms",
-                            "h2d_ms", "compute_ms", "optimizer_ms", "ckpt_stall_ms", "log_ms",
-                            "tok_per_s", "tflops", "mfu"})
+    for (const char* key :
+         {"step", "loss", "lr", "grad_norm", "tokens", "dt_ms", "data_wait_ms", "h2d_ms",
+          "compute_ms", "optimizer_ms", "ckpt_stall_ms", "log_ms", "tok_per_s", "tflops", "mfu"})
       EXPECT_TRUE(j.contains(key)) << key << " missing in " << line;
     EXPECT_EQ(j["step"].get<std::uint64_t>(), r.steps[n].step);
     const double sum = j["data_wait_ms"].get<double>() + j["h2d_ms"].get<double>() +
@@ -149,17 +158,18 @@ TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
     EXPECT_EQ(accumulated.steps[i].tokens, 64u);
     EXPECT_NEAR(accumulated.steps[i].loss, whole.steps[i].loss, 1e-4) << i;
     EXPECT_NEAR(accumulated.steps[i].grad_norm, whole.steps[i].grad_norm,
-                1e-4 * whole.steps[i].grad_norm) << i;
+                1e-4 * whole.steps[i].grad_norm)
+        << i;
   }
 }
 
 TEST(Trainer, RejectsTokensPerStepNotAMultipleOfTheBatch) {
   auto cfg = quiet_config(1);
   cfg.total_batch_tokens = 100;  // B·T = 64
-  EXPECT_THROW(synthetic_trainer(cfg, synthetic(), std::nullopt,
-                                 tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
-                                 tk::checkpoint::no_checkpoint{}),
-               tk::config_error);
+  EXPECT_THROW(
+      synthetic_trainer(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                        tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{}),
+      tk::config_error);
 }
 
 class TrainerResume : public ::testing::TestWithParam<tk::data::order_kind> {};
@@ -296,9 +306,8 @@ TEST(Trainer, VerdictComputeBoundWithNothingInjected) {
   auto wide = tiny_model();
   wide.channels = 256;
   wide.num_heads = 4;
-  synthetic_trainer t(quiet_config(8), synthetic(4, 32), std::nullopt,
-                      tk::model::gpt2_cpu(wide, 1), tk::optim::adamw_config{},
-                      tk::checkpoint::no_checkpoint{});
+  synthetic_trainer t(quiet_config(8), synthetic(4, 32), std::nullopt, tk::model::gpt2_cpu(wide, 1),
+                      tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
   const auto r = t.run();
   EXPECT_EQ(r.summary.verdict, tk::bottleneck::compute) << r.summary.evidence;
 }
@@ -306,6 +315,7 @@ TEST(Trainer, VerdictComputeBoundWithNothingInjected) {
 namespace {
 /// A checkpointer whose save blocks like a slow synchronous disk write.
 struct slow_checkpointer {
+  static constexpr bool reads_device_memory = false;
   void save(const tk::checkpoint::checkpoint_state&) {
     tk::stopwatch sw;
     std::this_thread::sleep_for(std::chrono::milliseconds(150));

@@ -83,6 +83,8 @@ class basic_asio_checkpointer {
  public:
   using config_type = asio_checkpointer_config;
   using stager_type = Stager;
+  /// As the stager: cuda_stager copies device tensors, host_stager reads host memory only.
+  static constexpr bool reads_device_memory = Stager::reads_device_memory;
 
   explicit basic_asio_checkpointer(asio_checkpointer_config config, Stager stager = Stager{})
       : impl_(std::make_unique<impl>(std::move(config), std::move(stager))) {}
@@ -350,6 +352,7 @@ class basic_asio_checkpointer {
 /// The asynchronous checkpointer for states in host memory (CPU models).
 using asio_checkpointer = basic_asio_checkpointer<host_stager>;
 
-static_assert(checkpointer<asio_checkpointer>);
+static_assert(checkpointer<asio_checkpointer> && reports_save_errors<asio_checkpointer> &&
+              reports_warnings<asio_checkpointer>);
 
 }  // namespace trainkit::checkpoint

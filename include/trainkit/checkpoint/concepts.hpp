@@ -8,9 +8,11 @@
 #include <concepts>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 
 namespace trainkit::checkpoint {
@@ -29,13 +31,35 @@ struct checkpoint_state {
 ///  - `load_latest(state)`: fills `state` from the newest complete, valid checkpoint and returns
 ///    true, or returns false when there is none;
 ///  - `wait()`: blocks until no save is in flight (end of run, signals);
-///  - `last_stall_ms()`: how long the last `save` blocked its caller.
+///  - `C::reads_device_memory`: whether `save` and `load_latest` handle tensors in device memory
+///    (`state_tensor::on_device`); the trainer refuses to compose a host-only checkpointer with a
+///    device model (checkpointer_for), instead of throwing at the first save.
+/// The trainer times `save` itself: that is the step's ckpt_stall_ms.
 template <class C>
-concept checkpointer = requires(C c, const C cc, const checkpoint_state& s, checkpoint_state& out) {
+concept checkpointer = requires(C c, const checkpoint_state& s, checkpoint_state& out) {
   { c.save(s) } -> std::same_as<void>;
   { c.load_latest(out) } -> std::same_as<bool>;
   { c.wait() } -> std::same_as<void>;
-  { cc.last_stall_ms() } -> std::convertible_to<double>;
+  { C::reads_device_memory } -> std::convertible_to<bool>;
 };
+
+/// Optional hook: a background save that failed is reported by the next `take_error()` (an
+/// optional message); the trainer prints it as a warning after each step.
+template <class C>
+concept reports_save_errors = requires(C c) {
+  { c.take_error() } -> std::convertible_to<std::optional<std::string>>;
+};
+
+/// Optional hook: `warnings()` lists what `load_latest` skipped (corrupt checkpoints); the
+/// trainer prints them after a resume.
+template <class C>
+concept reports_warnings = requires(const C cc) {
+  { cc.warnings() } -> std::convertible_to<const std::vector<std::string>&>;
+};
+
+/// A checkpointer that can hold the state of a model whose tensors live in `Space`.
+template <class C, class Space>
+concept checkpointer_for = checkpointer<C> &&
+    (std::same_as<Space, host_memory> || bool(C::reads_device_memory));
 
 }  // namespace trainkit::checkpoint

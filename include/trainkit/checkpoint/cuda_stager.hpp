@@ -11,7 +11,7 @@
 //  * after the copies: every guarded stream waits on "staged" (cudaStreamWaitEvent, no host
 //    stall), so the next optimizer step, which overwrites master weights and moments, cannot run
 //    before the snapshot has been read. Guard the streams that write the state:
-//      t.checkpointer().stager().guard_stream(t.optimizer().stream());
+//      t.checkpointer().stager().guard_stream(t.context().stream());
 //    With no guarded stream `stage` cannot order later writers after its copies, so it waits for
 //    them itself (correct, but the copy then counts as stall).
 // `unstage` (resume) copies host→device and synchronises. Host-compilable (cuda_runtime.h only).

@@ -29,6 +29,8 @@ namespace trainkit::checkpoint {
 template <checkpointer C>
 class host_staged_checkpointer {
  public:
+  /// It copies device tensors to pinned host memory before the inner checkpointer sees them.
+  static constexpr bool reads_device_memory = true;
   explicit host_staged_checkpointer(C inner) : inner_(std::move(inner)) {}
 
   void save(const checkpoint_state& state) {

@@ -13,6 +13,8 @@ namespace trainkit::checkpoint {
 
 class no_checkpoint {
  public:
+  /// It reads nothing, so it composes with a model in any memory space.
+  static constexpr bool reads_device_memory = true;
   void save(const checkpoint_state&) {}
   bool load_latest(checkpoint_state&) { return false; }
   void wait() {}
@@ -24,6 +26,6 @@ class no_checkpoint {
   std::vector<std::string> warnings_;
 };
 
-static_assert(checkpointer<no_checkpoint>);
+static_assert(checkpointer<no_checkpoint> && reports_warnings<no_checkpoint>);
 
 }  // namespace trainkit::checkpoint

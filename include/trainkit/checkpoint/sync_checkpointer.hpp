@@ -37,6 +37,8 @@ struct sync_checkpointer_config {
 class sync_checkpointer {
  public:
   using config_type = sync_checkpointer_config;
+  /// Host tensors only: compose with host_staged_checkpointer for a device model.
+  static constexpr bool reads_device_memory = false;
 
   explicit sync_checkpointer(sync_checkpointer_config config) : config_(std::move(config)) {
     config_.validate();
@@ -79,6 +81,6 @@ class sync_checkpointer {
   double last_stall_ms_ = 0.0;
 };
 
-static_assert(checkpointer<sync_checkpointer>);
+static_assert(checkpointer<sync_checkpointer> && reports_warnings<sync_checkpointer>);
 
 }  // namespace trainkit::checkpoint

@@ -17,6 +17,7 @@
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
+#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit::model {
 
@@ -161,6 +162,43 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   // One entry per gpt2_tensor, in the same order (the models index offsets with it).
   static_assert(std::size_t(gpt2_tensor::tensor_count) == 16);
   return out;
+}
+
+/// GPT-2's gradient buckets in the order backward finishes them (model/step_protocol.hpp): the
+/// final LayerNorm, then layer L-1 down to layer 0 (one range in each of the 12 per-layer tensors),
+/// then the embeddings (wte also takes the LM head's gradient, so it is final only after the
+/// encoder's backward). Both GPT-2 models publish bucket `gpt2_layer_bucket(cfg, l)` right after
+/// layer l's backward.
+inline std::vector<gradient_bucket> gpt2_gradient_buckets(const gpt2_config& cfg) {
+  const std::vector<tensor_info> layout = gpt2_parameter_layout(cfg);
+  auto whole = [&](gpt2_tensor t) {
+    const tensor_info& i = layout[std::size_t(t)];
+    return gradient_range{i.offset, i.numel()};
+  };
+  std::vector<gradient_bucket> out;
+  out.push_back({"lnf", {whole(gpt2_tensor::lnfw), whole(gpt2_tensor::lnfb)}});
+  for (int l = cfg.num_layers - 1; l >= 0; --l) {
+    gradient_bucket b{"layer " + std::to_string(l), {}};
+    for (std::size_t t = std::size_t(gpt2_tensor::ln1w); t <= std::size_t(gpt2_tensor::fcprojb);
+         ++t) {
+      const tensor_info& i = layout[t];
+      const std::size_t per_layer = i.numel() / std::size_t(cfg.num_layers);
+      b.ranges.push_back({i.offset + std::size_t(l) * per_layer, per_layer});
+    }
+    out.push_back(std::move(b));
+  }
+  out.push_back({"embeddings", {whole(gpt2_tensor::wte), whole(gpt2_tensor::wpe)}});
+  return out;
+}
+
+/// Index into gpt2_gradient_buckets of layer l's bucket.
+inline std::size_t gpt2_layer_bucket(const gpt2_config& cfg, int l) noexcept {
+  return 1 + std::size_t(cfg.num_layers - 1 - l);
+}
+
+/// Index into gpt2_gradient_buckets of the embeddings' bucket (the last one published).
+inline std::size_t gpt2_embedding_bucket(const gpt2_config& cfg) noexcept {
+  return 1 + std::size_t(cfg.num_layers);
 }
 
 }  // namespace trainkit::model

@@ -29,6 +29,7 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/calibrate_cpu.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
@@ -36,6 +37,7 @@
 #include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
 #include "trainkit/model/detail/normal_sampler.hpp"
 #include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit::model {
 
@@ -77,10 +79,13 @@ class basic_gpt2_cpu {
 
   /// All parameters zero. Throws config_error for an invalid config.
   basic_gpt2_cpu(gpt2_config cfg, zero_parameters_t)
-      : config_(validated(cfg)), layout_(gpt2_parameter_layout(cfg)) {
+      : config_(validated(cfg)),
+        layout_(gpt2_parameter_layout(cfg)),
+        buckets_(gpt2_gradient_buckets(cfg)) {
     params_.assign(config_.num_parameters(), Scalar(0));
     grads_.assign(params_.size(), Scalar(0));
     for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
+    check_buckets_tile(buckets_, params_.size(), "gpt2_cpu");
   }
 
   const gpt2_config& config() const noexcept { return config_; }
@@ -95,18 +100,33 @@ class basic_gpt2_cpu {
   /// --calibrate: the rate of the GEMM this model runs on (trainer/calibrate.hpp).
   gemm_calibration calibrate_gemm() const { return calibrate_cpu_sgemm(); }
 
+  void zero_grad(host_context&) { zero_grad(); }
   void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
 
-  /// Mean cross-entropy over the batch's B·T targets; adds grad_scale·∂loss/∂θ to gradients().
-  /// Throws config_error for tokens outside [0, vocab_size) or T > max_seq_len.
+  /// The step protocol (model/step_protocol.hpp): adds micro.grad_scale·∂loss/∂θ to gradients()
+  /// and the batch's mean loss to the step's; on the last micro-step, publishes each bucket of
+  /// gradient_buckets() right after backward has finished it. Throws config_error for tokens
+  /// outside [0, vocab_size) or T > max_seq_len.
+  void forward_backward(batch_view<host_memory> batch, const micro_step& micro, host_context&) {
+    if (micro.first()) step_loss_sum_ = 0.0;
+    step_loss_count_ = micro.count;
+    const bucket_observer none{};
+    step_loss_sum_ += double(forward_backward_once(batch, Scalar(micro.grad_scale),
+                                                   micro.last() ? micro.on_bucket : none));
+  }
+
+  /// The mean of this step's micro-step losses (each rounded to float, as the trainer logs them).
+  double step_loss() const noexcept {
+    return step_loss_sum_ / double(std::max(step_loss_count_, 1));
+  }
+
+  /// The buckets backward finishes, in that order: gpt2_gradient_buckets(config()).
+  std::span<const gradient_bucket> gradient_buckets() const noexcept { return buckets_; }
+
+  /// One micro-step outside a trainer: mean cross-entropy over the batch's B·T targets, adding
+  /// grad_scale·∂loss/∂θ to gradients(). Throws like the protocol's forward_backward.
   float forward_backward(batch_view<host_memory> batch, float grad_scale) {
-    check_batch(batch);
-    prepare(batch.batch_size, batch.seq_len);
-    forward_trunk(batch.inputs);
-    const double loss = classifier(batch.targets, /*backward=*/true, Scalar(grad_scale));
-    backward_trunk(batch.inputs);
-    last_loss_ = loss;
-    return float(loss);
+    return forward_backward_once(batch, Scalar(grad_scale), bucket_observer{});
   }
 
   /// Mean cross-entropy over the batch's B·T targets; gradients untouched.
@@ -153,6 +173,17 @@ class basic_gpt2_cpu {
   }
 
  private:
+  float forward_backward_once(batch_view<host_memory> batch, Scalar grad_scale,
+                              const bucket_observer& on_bucket) {
+    check_batch(batch);
+    prepare(batch.batch_size, batch.seq_len);
+    forward_trunk(batch.inputs);
+    const double loss = classifier(batch.targets, /*backward=*/true, grad_scale);
+    backward_trunk(batch.inputs, on_bucket);
+    last_loss_ = loss;
+    return float(loss);
+  }
+
   using buffer = detail::aligned_vector<Scalar>;  // 64-byte aligned: see aligned_vector.hpp
 
   // Indices into layout_ (llm.c order).
@@ -319,7 +350,7 @@ class basic_gpt2_cpu {
     return sum / double(N);
   }
 
-  void backward_trunk(const std::int32_t* inputs) {
+  void backward_trunk(const std::int32_t* inputs, const bucket_observer& on_bucket) {
     namespace k = detail;
     const int B = batch_, T = seq_, C = config_.channels, H = config_.num_heads;
     const k::index N = k::index(B) * T;
@@ -331,6 +362,7 @@ class basic_gpt2_cpu {
     const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
     k::layernorm_backward(dres, grad(lnfw), grad(lnfb), d.ln.data(), last, tensor(lnfw),
                           a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
+    on_bucket(0);  // lnf
     for (int l = config_.num_layers - 1; l >= 0; --l) {
       const Scalar* x = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * NC;
       const std::size_t lc = std::size_t(l) * C;
@@ -353,12 +385,15 @@ class basic_gpt2_cpu {
       k::layernorm_backward(dres, grad(ln1w) + lc, grad(ln1b) + lc, d.ln.data(), x,
                             tensor(ln1w) + lc, a.ln1_mean.data() + l * N, a.ln1_rstd.data() + l * N,
                             N, C);
+      on_bucket(gpt2_layer_bucket(config_, l));
     }
     k::encoder_backward(grad(wte), grad(wpe), dres, inputs, B, T, C);
+    on_bucket(gpt2_embedding_bucket(config_));
   }
 
   gpt2_config config_;
   std::vector<tensor_info> layout_;
+  std::vector<gradient_bucket> buckets_;
   std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   buffer params_;
   buffer grads_;
@@ -366,6 +401,8 @@ class basic_gpt2_cpu {
   activation_grads dact_;
   buffer logits_out_;  // (B, T, Vp) from forward_logits
   double last_loss_ = 0.0;
+  double step_loss_sum_ = 0.0;  // Σ float(micro-step loss) of the current step, in double
+  int step_loss_count_ = 1;
   int batch_ = 0;  // shape the activations are sized for
   int seq_ = 0;
 };

@@ -10,10 +10,16 @@
 // expected to keep fp32 master weights. Activations live in one arena sized for (B, T) up front
 // (model/cuda/gpt2_cuda_memory.hpp; memory_report()).
 //
-// Every public function returns with its device work complete (forward_backward and forward end
-// on the one device→host copy of the per-row losses, the others synchronise the model's stream),
-// so an optimizer or checkpointer on another stream may use parameters() and gradients() right
-// away. Batches must already be on the device and complete when passed in.
+// The step protocol (model/step_protocol.hpp) runs on the trainer's execution context: zero_grad
+// and forward_backward only enqueue work on the context's stream — no host synchronisation, the
+// loss of each micro-step is added to a device double and copied to pinned memory on the last
+// micro-step, and step_loss() reads it after the trainer synchronised the context. Buckets are
+// published right after the last kernel writing them is enqueued. Exceptions: deterministic mode
+// waits on the host for the copy of the token ids (it builds the encoder's buckets on the host),
+// and a batch shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
+// The other public functions (forward, the convenience forward_backward, copies) run on the
+// model's own stream and return with their work complete. Batches passed to the protocol must be
+// complete in the context's stream order (pinned_prefetcher bound to the context does that).
 // Kernels: model/cuda/*.cuh, each with its CPU reference in detail/gpt2_cpu_kernels.hpp.
 // docs/cuda.md describes the memory layout, precision, and the deterministic and recompute modes.
 // Needs nvcc (the kernels are in this header); link trainkit::cuda.
@@ -38,6 +44,7 @@
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/gemm_calibration.hpp"
@@ -53,8 +60,10 @@
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
 #include "trainkit/model/cuda/gpt2_host_init.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
+#include "trainkit/model/cuda/loss_sum.cuh"
 #include "trainkit/model/cuda/matmul.cuh"
 #include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/step_protocol.hpp"
 #ifdef TRAINKIT_HAS_CUDNN_FRONTEND
 #include "trainkit/model/cuda/cudnn_attention.cuh"
 #endif
@@ -91,6 +100,7 @@ class gpt2_cuda {
       : config_(validated(cfg)),
         options_(opt),
         layout_(gpt2_parameter_layout(config_)),
+        buckets_(gpt2_gradient_buckets(config_)),
         stream_(std::make_unique<trainkit::cuda::stream>()),
         blas_(std::make_unique<kernels::matmul_context>()) {
     if (params.size() != config_.num_parameters())
@@ -105,6 +115,9 @@ class gpt2_cuda {
     device_name_ = trainkit::cuda::query_device().name;
     params_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
     grads_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
+    check_buckets_tile(buckets_, params.size(), "gpt2_cuda");
+    loss_sums_ = trainkit::cuda::device_buffer<double>(2);  // [0] the step's, [1] forward()'s
+    host_step_ = trainkit::cuda::pinned_buffer<double>(2);  // {Σ micro-step means, flags}
     upload_parameters(params);
     zero_grad();
     if (options_.batch_size > 0 && options_.seq_len > 0)
@@ -177,7 +190,6 @@ class gpt2_cuda {
     plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
-    host_losses_ = trainkit::cuda::pinned_buffer<float>(std::size_t(nb) * nt + 4);
     host_tokens_ = trainkit::cuda::pinned_buffer<std::int32_t>(std::size_t(nb) * nt);
     host_buckets_ = trainkit::cuda::pinned_buffer<std::int32_t>(3 * std::size_t(nb) * nt + 2);
     arena_batch_ = nb;
@@ -192,48 +204,69 @@ class gpt2_cuda {
                             options_.attention);
   }
 
+  /// Step protocol: gradients to zero, enqueued on the context's stream.
+  void zero_grad(trainkit::cuda::execution_context& ctx) {
+    grads_.fill_bytes_async(0, ctx.stream());
+  }
+
+  /// Gradients to zero on the model's own stream; returns with the work done.
   void zero_grad() {
     grads_.fill_bytes_async(0, stream());
     stream_->synchronize();
   }
 
-  /// Mean cross-entropy over the batch's B·T targets; adds grad_scale·∂loss/∂θ to gradients().
-  /// Throws config_error for T > max_seq_len or a token outside [0, vocab_size) (found on the
-  /// device; the gradients of that call are then not meaningful), cuda_error on CUDA failures.
-  float forward_backward(batch_view<device_memory> batch, float grad_scale) {
-    const int B = batch.batch_size, T = batch.seq_len;
-    check_batch(batch);
-    reserve(B, T);
-    const cudaStream_t s = stream();
-    const std::size_t N = std::size_t(B) * T;
-    if (options_.deterministic) {  // token ids to the host now; buckets are built during forward
-      trainkit::cuda::copy_to_host_async(std::span<std::int32_t>(host_tokens_.data(), N),
-                                         batch.inputs, s);
-      tokens_copied_.record(s);
-    }
-    begin_step(N);
-    forward_trunk(batch.inputs, B, T);
-    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
-                        config_.vocab_size, config_.padded_vocab_size, grad_scale / float(N),
-                        /*backward=*/true, s);
-    enqueue_loss_copy(N);
-    backward_trunk(batch.inputs, B, T);
-    return finish_step(N, "forward_backward");
+  /// Step protocol: adds micro.grad_scale·∂loss/∂θ to gradients() and the batch's mean loss to
+  /// the step's (on the device), all enqueued on the context's stream; publishes the buckets
+  /// during the last micro-step's backward. Throws config_error for T > max_seq_len (bad token
+  /// ids are found on the device and reported by step_loss()), cuda_error on CUDA failures.
+  void forward_backward(batch_view<device_memory> batch, const micro_step& micro,
+                        trainkit::cuda::execution_context& ctx) {
+    const bucket_observer none{};
+    micro_step_on(batch, micro.grad_scale, micro.first(), micro.last(),
+                  micro.last() ? micro.on_bucket : none, ctx.stream());
+    step_count_ = micro.count;
   }
 
-  /// Mean cross-entropy over the batch's B·T targets; gradients untouched.
+  /// The mean of the step's micro-step losses, read from pinned memory: valid once the context
+  /// has been synchronised after the last micro-step. Throws config_error when a micro-step of the
+  /// step had a token outside [0, vocab_size) (its gradients are then not meaningful).
+  double step_loss() const {
+    check_flags(host_step_[1], "forward_backward");
+    return host_step_[0] / double(std::max(step_count_, 1));
+  }
+
+  /// The buckets backward finishes, in that order: gpt2_gradient_buckets(config()).
+  std::span<const gradient_bucket> gradient_buckets() const noexcept { return buckets_; }
+
+  /// One micro-step outside a trainer, on the model's own stream: mean cross-entropy over the
+  /// batch's B·T targets, adding grad_scale·∂loss/∂θ to gradients(). Returns with the work done.
+  float forward_backward(batch_view<device_memory> batch, float grad_scale) {
+    micro_step_on(batch, grad_scale, true, true, bucket_observer{}, stream());
+    stream_->synchronize();
+    step_count_ = 1;
+    return float(step_loss());
+  }
+
+  /// Mean cross-entropy over the batch's B·T targets; gradients untouched. Runs on the model's
+  /// own stream and returns with the work done (evaluation).
   float forward(batch_view<device_memory> batch) {
     const int B = batch.batch_size, T = batch.seq_len;
     check_batch(batch);
     reserve(B, T);
     const std::size_t N = std::size_t(B) * T;
-    begin_step(N);
+    const cudaStream_t s = stream();
+    const stream_scope scope(*this, s);
+    begin_step(N, s);
     forward_trunk(batch.inputs, B, T);
     kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
                         config_.vocab_size, config_.padded_vocab_size, 0.0f,
-                        /*backward=*/false, stream());
-    enqueue_loss_copy(N);
-    return finish_step(N, "forward");
+                        /*backward=*/false, s);
+    kernels::accumulate_mean_loss(loss_sums_.data() + 1, losses(), int(N), true, s);
+    double out[2];
+    enqueue_step_copy(out, loss_sums_.data() + 1, s);
+    stream_->synchronize();
+    check_flags(out[1], "forward");
+    return float(out[0]);
   }
 
   /// The tensors a checkpoint must hold: "model.<name>", bf16, in device memory.
@@ -317,27 +350,65 @@ class gpt2_cuda {
     return kernels::as_device_bf16(grads_.data() + offsets_[std::size_t(id)]);
   }
 
-  void begin_step(std::size_t N) {
+  // The stream the private launch code enqueues on: the context's during the protocol, the
+  // model's own otherwise. A scope, so an exception cannot leave it pointing at a context.
+  class stream_scope {
+   public:
+    stream_scope(gpt2_cuda& m, cudaStream_t s) : m_(m), saved_(m.work_) { m_.work_ = s; }
+    ~stream_scope() { m_.work_ = saved_; }
+    stream_scope(const stream_scope&) = delete;
+    stream_scope& operator=(const stream_scope&) = delete;
+
+   private:
+    gpt2_cuda& m_;
+    cudaStream_t saved_;
+  };
+  cudaStream_t work() const noexcept { return work_ ? work_ : stream_->get(); }
+
+  void micro_step_on(batch_view<device_memory> batch, float grad_scale, bool first, bool last,
+                     const bucket_observer& on_bucket, cudaStream_t s) {
+    const int B = batch.batch_size, T = batch.seq_len;
+    check_batch(batch);
+    reserve(B, T);
+    const stream_scope scope(*this, s);
+    const std::size_t N = std::size_t(B) * T;
+    if (options_.deterministic) {  // token ids to the host now; buckets are built during forward
+      trainkit::cuda::copy_to_host_async(std::span<std::int32_t>(host_tokens_.data(), N),
+                                         batch.inputs, s);
+      tokens_copied_.record(s);
+    }
+    // Bad-token flags collect over the step's micro-steps: cleared only on the first.
+    if (first) begin_step(N, s);
     step_rows_ = N;
-    TRAINKIT_CUDA_CHECK(cudaMemsetAsync(flags(), 0, 2 * sizeof(int), stream()));
+    forward_trunk(batch.inputs, B, T);
+    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
+                        config_.vocab_size, config_.padded_vocab_size, grad_scale / float(N),
+                        /*backward=*/true, s);
+    kernels::accumulate_mean_loss(loss_sums_.data(), losses(), int(N), first, s);
+    backward_trunk(batch.inputs, B, T, on_bucket);
+    if (last) enqueue_step_copy(host_step_.data(), loss_sums_.data(), s);
   }
 
-  void enqueue_loss_copy(std::size_t N) {
-    trainkit::cuda::copy_to_host_async(std::span<float>(host_losses_.data(), N + 2), losses(),
-                                       stream());
+  void begin_step(std::size_t N, cudaStream_t s) {
+    step_rows_ = N;
+    TRAINKIT_CUDA_CHECK(cudaMemsetAsync(flags(), 0, 2 * sizeof(int), s));
   }
 
-  float finish_step(std::size_t N, const char* who) {
-    stream_->synchronize();
+  // {loss sum, flags} to `out` (pinned or pageable host memory): the double, then the two int
+  // flags packed into the second double's bytes.
+  void enqueue_step_copy(double* out, const double* loss_sum, cudaStream_t s) {
+    TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(out, loss_sum, sizeof(double), cudaMemcpyDeviceToHost, s));
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(out + 1, flags(), 2 * sizeof(int), cudaMemcpyDeviceToHost, s));
+  }
+
+  void check_flags(double packed, const char* who) const {
     int bad[2];
-    std::memcpy(bad, host_losses_.data() + N, sizeof(bad));
+    std::memcpy(bad, &packed, sizeof(bad));
     if (bad[0] || bad[1])
       throw config_error(std::string("gpt2_cuda::") + who + ": " + (bad[0] ? "input" : "target") +
                          " token outside [0, vocab_size=" + std::to_string(config_.vocab_size) +
                          ")");
-    double sum = 0.0;  // in row order: deterministic
-    for (std::size_t i = 0; i < N; ++i) sum += host_losses_[i];
-    return float(sum / double(N));
   }
 
   // out (N, OC) = inp (N, IC) · wᵀ + bias, with epilogue `ep` (bias or gelu_aux_bias).
@@ -350,7 +421,7 @@ class gpt2_cuda {
     x.d = out, x.ldd = OC;
     x.m = N, x.n = OC, x.k = IC;
     x.ep = ep, x.bias = bias, x.aux = aux, x.ld_aux = OC;
-    blas_->run(x, stream());
+    blas_->run(x, work());
   }
 
   // dinp (N, IC) = dout · w (assigned; with a GELU aux, times gelu'(aux));
@@ -366,8 +437,8 @@ class gpt2_cuda {
     gw.beta = 1.0f;
     gw.ep = db ? kernels::epilogue::bgradb : kernels::epilogue::none;
     gw.bias_grad = bias_grad;
-    blas_->run(gw, stream());
-    if (db) kernels::accumulate(db, bias_grad, OC, stream());
+    blas_->run(gw, work());
+    if (db) kernels::accumulate(db, bias_grad, OC, work());
     kernels::matmul_arguments gi;
     gi.a = dout, gi.lda = OC;
     gi.b = w, gi.ldb = IC;
@@ -378,7 +449,7 @@ class gpt2_cuda {
       gi.aux = const_cast<bf16_t*>(gelu_aux);
       gi.ld_aux = IC;
     }
-    blas_->run(gi, stream());
+    blas_->run(gi, work());
   }
 
   struct layer_views {
@@ -492,7 +563,7 @@ class gpt2_cuda {
   void forward_trunk(const std::int32_t* inputs, int B, int T) {
     const int C = config_.channels, L = config_.num_layers;
     const int N = B * T;
-    const cudaStream_t s = stream();
+    const cudaStream_t s = work();
     bf16_t* encoded = slot<bf16_t>(plan_.encoded);
     bf16_t* qkv = slot<bf16_t>(plan_.qkv);
     bf16_t* proj = slot<bf16_t>(plan_.proj);
@@ -537,10 +608,10 @@ class gpt2_cuda {
     blas_->run(head, s);
   }
 
-  void backward_trunk(const std::int32_t* inputs, int B, int T) {
+  void backward_trunk(const std::int32_t* inputs, int B, int T, const bucket_observer& on_bucket) {
     const int C = config_.channels, L = config_.num_layers;
     const int N = B * T, Vp = config_.padded_vocab_size;
-    const cudaStream_t s = stream();
+    const cudaStream_t s = work();
     const bf16_t* logits = slot<bf16_t>(plan_.logits);  // now dloss/dlogits
     const bf16_t* lnf = slot<bf16_t>(plan_.lnf);
     bf16_t* dres = slot<bf16_t>(plan_.dres);
@@ -570,6 +641,7 @@ class gpt2_cuda {
     const layer_views last = layer(L - 1, B, T);
     kernels::layernorm_backward(dres, grad(lnfw), grad(lnfb), partial, dln, last.res3, param(lnfw),
                                 slot<float>(plan_.lnf_mean), slot<float>(plan_.lnf_rstd), N, C, s);
+    on_bucket(0);  // lnf
     for (int l = L - 1; l >= 0; --l) {
       const layer_views v = layer(l, B, T);
       const bf16_t* x = l == 0 ? encoded : layer(l - 1, B, T).res3;
@@ -597,6 +669,7 @@ class gpt2_cuda {
                       param(qkvw) + lc * 3 * C, N, C, 3 * C);
       kernels::layernorm_backward(dres, grad(ln1w) + lc, grad(ln1b) + lc, partial, dln, x,
                                   param(ln1w) + lc, v.ln1_mean, v.ln1_rstd, N, C, s);
+      on_bucket(gpt2_layer_bucket(config_, l));
     }
     kernels::encoder_backward_wpe(grad(wpe), dres, B, T, C, s);
     if (options_.deterministic) {
@@ -612,11 +685,13 @@ class gpt2_cuda {
     } else {
       kernels::encoder_backward_atomic(grad(wte), dres, inputs, N, C, config_.vocab_size, s);
     }
+    on_bucket(gpt2_embedding_bucket(config_));
   }
 
   gpt2_config config_;
   gpt2_cuda_options options_;
   std::vector<tensor_info> layout_;
+  std::vector<gradient_bucket> buckets_;
   std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   std::string device_name_;
   std::unique_ptr<trainkit::cuda::stream> stream_;
@@ -630,12 +705,16 @@ class gpt2_cuda {
   gpt2_cuda_arena_plan plan_;
   int arena_batch_ = 0, arena_seq_ = 0;
   std::size_t step_rows_ = 0;
-  trainkit::cuda::pinned_buffer<float> host_losses_;          // (N + flags)
   trainkit::cuda::pinned_buffer<std::int32_t> host_tokens_;   // (N) deterministic mode
   trainkit::cuda::pinned_buffer<std::int32_t> host_buckets_;  // packed token buckets
   trainkit::cuda::event tokens_copied_{false};
+  trainkit::cuda::device_buffer<double> loss_sums_;  // (2,) Σ micro-step mean losses; forward()'s
+  trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
+  int step_count_ = 1;                               // micro-steps of the step being read
+  cudaStream_t work_ = nullptr;                      // see stream_scope
 };
 
 static_assert(model<gpt2_cuda>, "gpt2_cuda must satisfy trainkit::model::model");
+static_assert(names_its_device<gpt2_cuda>, "gpt2_cuda reports its device for the MFU peak");
 
 }  // namespace trainkit::model

@@ -1,13 +1,13 @@
-// trainkit/optim/adamw_cpu.hpp — AdamW with global-norm clipping for models in host memory.
+// trainkit/optim/adamw_cpu.hpp — AdamW for models in host memory.
 //
 // The update is the one llm.c's `adamw_update` and PyTorch's AdamW compute: first and second
 // moments with bias correction and *decoupled* weight decay (Loshchilov & Hutter 2019), applied
-// only to tensors whose `tensor_info::weight_decay` is set (2-D weight matrices; biases,
-// LayerNorm gains and position embeddings are left alone, as in GPT-2 recipes). Gradient clipping
-// by global norm is folded into the same pass as a scale on the gradient, so gradients are read
-// once and never modified. The update is elementwise, so its OpenMP split cannot change results;
-// the norm uses a thread-count-independent summation order (grad_clip.hpp). Moments, update and
-// state layout follow llm.c, so checkpoints of the CPU and CUDA optimizers hold the same tensors.
+// only to tensors whose `tensor_info::weight_decay` is set: GPT-2's 2-D matrices and both
+// embeddings (wte and wpe, as llm.c decays them); biases and LayerNorm gains are left alone. The
+// trainer's clipping step (grad_clip.hpp) hands `update` the clipping factor, which is folded into
+// the same pass as a scale on the gradient, so gradients are read once and never modified. The
+// update is elementwise, so its OpenMP split cannot change results. Moments, update and state
+// layout follow llm.c, so checkpoints of the CPU and CUDA optimizers hold the same tensors.
 #pragma once
 
 #include <algorithm>
@@ -22,10 +22,12 @@
 #include <Eigen/Core>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/adamw_config.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
 namespace trainkit::optim {
@@ -43,7 +45,7 @@ class basic_adamw_cpu {
 
   /// Allocates zeroed moments for `model.num_parameters()` elements and records which ranges get
   /// weight decay. Throws config_error for a bad config or a layout that leaves the buffer.
-  template <model::model M>
+  template <model::parameter_holder M>
   requires std::same_as<typename M::memory_space, host_memory> basic_adamw_cpu(const M& model,
                                                                                adamw_config config)
       : config_(config),
@@ -54,20 +56,31 @@ class basic_adamw_cpu {
     build_segments();
   }
 
-  /// One AdamW update from the model's accumulated gradients at learning rate `lr`. Returns the
-  /// global gradient norm before clipping.
-  template <model::model M>
+  /// Clipping by global norm at `config().grad_clip`, then `update`: what the trainer does, for
+  /// callers without one (tests, benchmarks). Returns the global gradient norm before clipping.
+  template <model::parameter_holder M>
   requires std::same_as<typename M::memory_space, host_memory> &&
       std::same_as<typename M::parameter_type, Scalar>
   float step(M& model, float lr) {
+    check_sizes(model);
+    const double norm = global_norm(std::span<const Scalar>(model.gradients()));
+    host_context ctx;
+    update(model, lr, {clip_factor(norm, config_.grad_clip)}, ctx);
+    return static_cast<float>(norm);
+  }
+
+  /// The threshold the trainer's clipping step uses (adamw_config::grad_clip; 0 = off).
+  double max_grad_norm() const noexcept { return config_.grad_clip; }
+
+  /// One AdamW update at learning rate `lr` from the model's gradients times `clip.factor`.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> &&
+      std::same_as<typename M::parameter_type, Scalar>
+  void update(M& model, float lr, const clip_scale<host_memory>& clip, host_context&) {
+    check_sizes(model);
     const std::span<Scalar> params = model.parameters();
     const std::span<Scalar> grads = model.gradients();
-    if (params.size() != m_.size() || grads.size() != m_.size())
-      throw config_error("adamw_cpu: model has " + std::to_string(params.size()) +
-                         " parameters and " + std::to_string(grads.size()) +
-                         " gradients but the optimizer was built for " + std::to_string(m_.size()));
-    const double norm = global_norm(std::span<const Scalar>(grads));
-    const Scalar grad_scale = static_cast<Scalar>(clip_factor(norm, config_.grad_clip));
+    const Scalar grad_scale = static_cast<Scalar>(clip.factor);
 
     ++step_;
     const double t = static_cast<double>(step_);
@@ -98,7 +111,6 @@ class basic_adamw_cpu {
         }
       }
     }
-    return static_cast<float>(norm);
   }
 
   /// Updates applied so far (t in the bias correction); restored with `state()`.
@@ -127,6 +139,14 @@ class basic_adamw_cpu {
   }
 
  private:
+  template <class M>
+  void check_sizes(M& model) const {
+    if (model.parameters().size() != m_.size() || model.gradients().size() != m_.size())
+      throw config_error("adamw_cpu: model has " + std::to_string(model.parameters().size()) +
+                         " parameters and " + std::to_string(model.gradients().size()) +
+                         " gradients but the optimizer was built for " + std::to_string(m_.size()));
+  }
+
   // Elements per work item: the three array statements of `update_range` then run over data
   // still in L1/L2 (4 arrays × 2048 floats = 32 KiB), so memory traffic is that of one pass.
   static constexpr std::size_t update_block = 2048;

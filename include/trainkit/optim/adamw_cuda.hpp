@@ -1,20 +1,18 @@
 // trainkit/optim/adamw_cuda.hpp — AdamW for models in device memory with bf16 parameters
-// (gpt2_cuda): fp32 master weights and moments, one fused update kernel, device-side clipping.
+// (gpt2_cuda): fp32 master weights and moments, one fused update kernel.
 //
 // The math is adamw_cpu's (same `adamw_config`, decoupled weight decay only on tensors whose
-// tensor_info::weight_decay is set, bias correction with t = steps taken, clipping by the global
-// norm before the update). What differs is where numbers live: the model's bf16 parameters are
-// only a rounded copy of fp32 master weights kept here (initialised from the model's parameters
-// at construction), so updates far below a bf16 ulp accumulate instead of vanishing; after each
-// update the master weights are rounded back into the model (to nearest even; stochastic
-// rounding is an option, off by default because it makes runs depend on the seed).
+// tensor_info::weight_decay is set, bias correction with t = steps taken). What differs is where
+// numbers live: the model's bf16 parameters are only a rounded copy of fp32 master weights kept
+// here (initialised from the model's parameters at construction), so updates far below a bf16
+// ulp accumulate instead of vanishing; after each update the master weights are rounded back into
+// the model (to nearest even; stochastic rounding is an option, off by default because it makes
+// runs depend on the seed).
 //
-// One step is four launches on the optimizer's own stream: CUB's sum of squares (double), a
-// one-thread kernel turning it into the clipping factor, the fused update (reads the factor from
-// device memory, so clipping needs no host round trip), and a 4-byte copy of the norm to pinned
-// host memory — the one synchronisation, because step() returns the norm and, like gpt2_cuda,
-// returns with its device work finished (so the model's next forward on its own stream is ordered
-// after the update without any event).
+// In the trainer, `update` is one launch on the execution context's stream: the fused update,
+// reading the clipping factor the trainer's clipping step (device_grad_clip.hpp) left in device
+// memory — no host synchronisation. `step` is the same for callers without a trainer: clipping
+// and the update on the optimizer's own stream, then one synchronisation to return the norm.
 // Kernels: optim/cuda/adamw.cuh. Needs nvcc; link trainkit::cuda.
 #pragma once
 
@@ -33,13 +31,16 @@
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/adamw_config.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
+#include "trainkit/optim/device_grad_clip.hpp"
 
 namespace trainkit::optim {
 
@@ -51,10 +52,22 @@ struct adamw_cuda_options {
   friend bool operator==(const adamw_cuda_options&, const adamw_cuda_options&) = default;
 };
 
+/// What a trainer passes to adamw_cuda's constructor: the shared AdamW settings and the CUDA
+/// options, so a caller sets stochastic rounding through the trainer's optimizer config. Converts
+/// from a plain adamw_config (options at their defaults).
+struct adamw_cuda_config {
+  adamw_config adamw{};
+  adamw_cuda_options options{};
+
+  adamw_cuda_config() = default;
+  adamw_cuda_config(adamw_config a, adamw_cuda_options o = {}) : adamw(a), options(o) {}
+  friend bool operator==(const adamw_cuda_config&, const adamw_cuda_config&) = default;
+};
+
 /// A device-memory model with bf16 parameters, which adamw_cuda can update.
 template <class M>
 concept bf16_device_model =
-    model::model<M> && std::same_as<typename M::memory_space, device_memory> &&
+    model::parameter_holder<M> && std::same_as<typename M::memory_space, device_memory> &&
     std::same_as<typename M::parameter_type, trainkit::bf16>;
 
 class adamw_cuda {
@@ -63,11 +76,15 @@ class adamw_cuda {
  public:
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
-  using config_type = adamw_config;
+  using config_type = adamw_cuda_config;
 
   /// fp32 master weights from the model's bf16 parameters, zeroed moments, the decay segments of
   /// its layout. Throws config_error (bad config, a layout that leaves the buffer or needs more
   /// than kernels::max_segments segments) or cuda_error.
+  template <bf16_device_model M>
+  adamw_cuda(const M& model, adamw_cuda_config config)
+      : adamw_cuda(model, config.adamw, config.options) {}
+
   template <bf16_device_model M>
   adamw_cuda(const M& model, adamw_config config, adamw_cuda_options options = {})
       : config_(config),
@@ -95,41 +112,33 @@ class adamw_cuda {
   adamw_cuda(const adamw_cuda&) = delete;
   adamw_cuda& operator=(const adamw_cuda&) = delete;
 
-  /// One AdamW update from the model's gradients at learning rate `lr`; returns the global
-  /// gradient norm before clipping. The model must have finished writing its gradients (gpt2_cuda
-  /// returns with its work done). Returns with the update finished.
+  /// Clipping at `config().grad_clip` and the update on the optimizer's own stream, for callers
+  /// without a trainer (tests, benchmarks); returns the global gradient norm before clipping. The
+  /// model must have finished writing its gradients. Returns with the update finished.
   template <bf16_device_model M>
   float step(M& model, float lr) {
-    const std::span<trainkit::bf16> params = model.parameters();
-    const std::span<trainkit::bf16> grads = model.gradients();
-    if (params.size() != n_ || grads.size() != n_)
-      throw config_error("adamw_cuda: model has " + std::to_string(params.size()) +
-                         " parameters and " + std::to_string(grads.size()) +
-                         " gradients but the optimizer was built for " + std::to_string(n_));
+    check_sizes(model);
     const cudaStream_t s = stream_.get();
-    const bf16_t* g = as_device(grads.data());
+    const bf16_t* g = as_device(model.gradients().data());
     kernels::sum_of_squares(sum_sq_.data(), g, n_, temp_.data(), temp_bytes_, s);
     kernels::clip_factor(norm_and_scale_.data(), sum_sq_.data(), double(config_.grad_clip), s);
-
-    ++step_;
-    const double t = static_cast<double>(step_);
-    kernels::update_constants k;
-    k.lr = lr;
-    k.beta1 = config_.beta1;
-    k.one_minus_beta1 = 1.0f - config_.beta1;
-    k.beta2 = config_.beta2;
-    k.one_minus_beta2 = 1.0f - config_.beta2;
-    k.bias1 = static_cast<float>(1.0 - std::pow(double(config_.beta1), t));
-    k.bias2 = static_cast<float>(1.0 - std::pow(double(config_.beta2), t));
-    k.eps = config_.eps;
-    k.stochastic_rounding = options_.stochastic_rounding;
-    k.seed = options_.seed;
-    k.step = step_;
-    kernels::adamw_update(as_device(params.data()), master_.data(), m_.data(), v_.data(), g,
-                          norm_and_scale_.data(), table_, k, s);
+    launch_update(model, lr, norm_and_scale_.data(), s);
     cuda::copy_to_host_async(host_norm_.span(), norm_and_scale_.data(), s);
     stream_.synchronize();
     return host_norm_[0];
+  }
+
+  /// The threshold the trainer's clipping step uses (adamw_config::grad_clip; 0 = off).
+  double max_grad_norm() const noexcept { return config_.grad_clip; }
+
+  /// The trainer's update: enqueued on the context's stream after the clipping step that wrote
+  /// `clip.norm_and_factor` there; no host synchronisation.
+  template <bf16_device_model M>
+  void update(M& model, float lr, const clip_scale<device_memory>& clip,
+              cuda::execution_context& ctx) {
+    check_sizes(model);
+    if (!clip.norm_and_factor) throw config_error("adamw_cuda::update: no clipping factor given");
+    launch_update(model, lr, clip.norm_and_factor, ctx.stream());
   }
 
   /// Updates applied so far (t in the bias correction); restored with `state()`.
@@ -173,6 +182,38 @@ class adamw_cuda {
   cudaStream_t stream() const noexcept { return stream_.get(); }
 
  private:
+  template <class M>
+  void check_sizes(M& model) const {
+    if (model.parameters().size() != n_ || model.gradients().size() != n_)
+      throw config_error("adamw_cuda: model has " + std::to_string(model.parameters().size()) +
+                         " parameters and " + std::to_string(model.gradients().size()) +
+                         " gradients but the optimizer was built for " + std::to_string(n_));
+  }
+
+  template <class M>
+  void launch_update(M& model, float lr, const float* norm_and_factor, cudaStream_t s) {
+    ++step_;
+    const double t = static_cast<double>(step_);
+    kernels::update_constants k;
+    k.lr = lr;
+    k.beta1 = config_.beta1;
+    k.one_minus_beta1 = 1.0f - config_.beta1;
+    k.beta2 = config_.beta2;
+    k.one_minus_beta2 = 1.0f - config_.beta2;
+    k.bias1 = static_cast<float>(1.0 - std::pow(double(config_.beta1), t));
+    k.bias2 = static_cast<float>(1.0 - std::pow(double(config_.beta2), t));
+    k.eps = config_.eps;
+    k.stochastic_rounding = options_.stochastic_rounding;
+    k.seed = options_.seed;
+    k.step = step_;
+    kernels::adamw_update(as_device(model.parameters().data()), master_.data(), m_.data(),
+                          v_.data(), as_device(model.gradients().data()), norm_and_factor, table_,
+                          k, s);
+  }
+
+  static const bf16_t* as_device(const trainkit::bf16* p) noexcept {
+    return reinterpret_cast<const bf16_t*>(p);
+  }
   static bf16_t* as_device(trainkit::bf16* p) noexcept { return reinterpret_cast<bf16_t*>(p); }
 
   void load_master(std::span<trainkit::bf16> params) {

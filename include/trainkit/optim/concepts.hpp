@@ -2,35 +2,40 @@
 //
 // An optimizer updates a model's parameters from its gradients and owns its state (moments, step
 // count). It must agree with the model on where parameters live and on their element type, which
-// the concept checks so a mismatched composition fails to compile.
+// the concept checks so a mismatched composition fails to compile. Clipping is not the
+// optimizer's: the trainer computes the global norm over the gradient buckets (so that a sharded
+// run can sum it across ranks) and hands the factor to `update`.
 #pragma once
 
 #include <concepts>
-#include <cstdint>
 #include <vector>
 
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::optim {
 
 /// Requires:
 ///  - `memory_space` and `parameter_type` equal to the model's;
 ///  - constructible from (const M&, config_type);
-///  - `step(model, lr)`: one update from the accumulated gradients, clipping by global norm when
-///    configured; returns the global gradient norm *before* clipping;
-///  - `steps_taken()`: updates applied so far (drives bias correction);
+///  - `update(model, lr, clip, ctx)`: one update from the gradients, each multiplied by the
+///    clipping factor `clip` (optim/clip_scale.hpp), enqueued on the execution context;
+///  - `max_grad_norm()`: the global-norm threshold the trainer clips to (0 = off);
 ///  - `state()`: moments and step count as named tensors for checkpoints.
 template <class O, class M>
-concept optimizer_for = model::model<M> && requires(O o, const O co, M& m, float lr) {
+concept optimizer_for = model::parameter_holder<M> &&
+    requires(O o, const O co, M& m, float lr, const clip_scale<typename M::memory_space>& clip,
+             execution_context_t<typename M::memory_space>& ctx) {
   typename O::memory_space;
   typename O::parameter_type;
   typename O::config_type;
   requires std::same_as<typename O::memory_space, typename M::memory_space>;
   requires std::same_as<typename O::parameter_type, typename M::parameter_type>;
   requires std::constructible_from<O, const M&, typename O::config_type>;
-  { o.step(m, lr) } -> std::same_as<float>;
-  { co.steps_taken() } -> std::convertible_to<std::uint64_t>;
+  { o.update(m, lr, clip, ctx) } -> std::same_as<void>;
+  { co.max_grad_norm() } -> std::convertible_to<double>;
   { o.state() } -> std::same_as<std::vector<state_tensor>>;
 };
 

@@ -4,19 +4,53 @@
 // gradients. The sum of squares is accumulated in double over fixed-size chunks whose partial sums
 // are then added in chunk order, so the result does not depend on the number of OpenMP threads:
 // a run that resumes on a machine with a different core count computes the same norm bit for bit.
-// The factor is applied inside the optimizer's update (no extra pass over the gradients).
+// The chunk grid is fixed by element index in the flat buffer, so partial sums over a part of the
+// buffer (one rank's shard) combine, in chunk order, into the sum one process computes.
+// `host_grad_clip` is the trainer's clipping step for host models: it sums over the gradient
+// buckets and hands the factor to the optimizer's update (no extra pass over the gradients).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::optim {
 
 /// Elements per partial sum: large enough to amortise the OpenMP scheduling, small enough that a
 /// d2 test model still spreads over both cores. Changing it changes the last bits of the norm.
 inline constexpr std::size_t norm_chunk_elements = std::size_t{1} << 15;
+
+namespace detail {
+
+/// Σ v[i]² over [begin, end), in double. Eight interleaved accumulators: a single running sum is
+/// bound by the add latency, and these are combined in a fixed order, so the result still depends
+/// only on the range.
+template <class T>
+double chunk_sum_of_squares(const T* v, std::size_t begin, std::size_t end) {
+  double lane[8] = {};
+  std::size_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const double x = static_cast<double>(v[i + k]);
+      lane[k] += x * x;
+    }
+  }
+  for (; i < end; ++i) {
+    const double x = static_cast<double>(v[i]);
+    lane[0] += x * x;
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+}  // namespace detail
 
 /// Sum of squares of `values`, in double, in an order fixed by `norm_chunk_elements` alone.
 template <class T>
@@ -29,23 +63,53 @@ double sum_of_squares(std::span<const T> values) {
   for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(chunks); ++c) {
     const std::size_t begin = std::size_t(c) * norm_chunk_elements;
     const std::size_t end = begin + norm_chunk_elements < n ? begin + norm_chunk_elements : n;
-    // Eight interleaved accumulators: a single running sum is bound by the add latency, and
-    // these are combined in a fixed order, so the result still depends only on the chunk size.
-    double lane[8] = {};
-    std::size_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-      for (int k = 0; k < 8; ++k) {
-        const double x = static_cast<double>(v[i + k]);
-        lane[k] += x * x;
-      }
+    partial[std::size_t(c)] = detail::chunk_sum_of_squares(v, begin, end);
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+/// Sum of squares of the elements of `values` the ranges cover, in the order `sum_of_squares`
+/// uses: the ranges are merged, cut at the global chunk grid, and the pieces summed in index
+/// order. Ranges that cover all of `values` give exactly `sum_of_squares(values)`.
+template <class T>
+double sum_of_squares(std::span<const T> values, std::span<const model::gradient_range> ranges) {
+  std::vector<model::gradient_range> merged(ranges.begin(), ranges.end());
+  std::sort(merged.begin(), merged.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  struct piece {
+    std::size_t begin, end;
+  };
+  std::vector<piece> pieces;
+  std::size_t open_begin = 0, open_end = 0;
+  auto flush = [&] {
+    for (std::size_t b = open_begin; b < open_end;) {
+      const std::size_t grid = (b / norm_chunk_elements + 1) * norm_chunk_elements;
+      const std::size_t e = std::min(grid, open_end);
+      pieces.push_back({b, e});
+      b = e;
     }
-    for (; i < end; ++i) {
-      const double x = static_cast<double>(v[i]);
-      lane[0] += x * x;
+  };
+  for (const model::gradient_range& r : merged) {
+    if (r.offset + r.count > values.size())
+      throw config_error("sum_of_squares: range [" + std::to_string(r.offset) + ", " +
+                         std::to_string(r.offset + r.count) + ") leaves the " +
+                         std::to_string(values.size()) + " gradients");
+    if (r.offset <= open_end && open_end > open_begin) {
+      open_end = std::max(open_end, r.offset + r.count);
+    } else {
+      flush();
+      open_begin = r.offset;
+      open_end = r.offset + r.count;
     }
-    const double s =
-        ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    partial[std::size_t(c)] = s;
+  }
+  flush();
+  std::vector<double> partial(pieces.size(), 0.0);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t c = 0; c < std::ptrdiff_t(pieces.size()); ++c) {
+    const piece p = pieces[std::size_t(c)];
+    partial[std::size_t(c)] = detail::chunk_sum_of_squares(values.data(), p.begin, p.end);
   }
   double total = 0.0;
   for (double s : partial) total += s;
@@ -66,5 +130,40 @@ inline double clip_factor(double norm, double max_norm) noexcept {
   if (max_norm > 0.0 && std::isfinite(norm) && norm > max_norm) return max_norm / norm;
   return 1.0;
 }
+
+/// The trainer's clipping step for host models: the global norm over the gradient buckets and the
+/// factor the optimizer's update multiplies the gradients by. `norm()` is the last norm computed.
+class host_grad_clip {
+ public:
+  template <class T>
+  clip_scale<host_memory> operator()(std::span<const T> grads,
+                                     std::span<const model::gradient_bucket> buckets,
+                                     double max_norm, host_context&) {
+    ranges_.clear();
+    for (const model::gradient_bucket& b : buckets)
+      ranges_.insert(ranges_.end(), b.ranges.begin(), b.ranges.end());
+    norm_ = std::sqrt(sum_of_squares(grads, std::span<const model::gradient_range>(ranges_)));
+    return {clip_factor(norm_, max_norm)};
+  }
+
+  /// The norm before clipping of the last call.
+  double norm() const noexcept { return norm_; }
+
+ private:
+  std::vector<model::gradient_range> ranges_;
+  double norm_ = 0.0;
+};
+
+/// `grad_clip_of<Space>::type` is the clipping step for models in Space.
+template <class Space>
+struct grad_clip_of;
+
+template <>
+struct grad_clip_of<host_memory> {
+  using type = host_grad_clip;
+};
+
+template <class Space>
+using grad_clip_t = typename grad_clip_of<Space>::type;
 
 }  // namespace trainkit::optim

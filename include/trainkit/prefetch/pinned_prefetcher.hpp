@@ -8,15 +8,16 @@
 // "copied"). The consumer's next() therefore never copies anything: it waits for a ready slot and
 // then orders itself after that slot's "copied" event in one of two ways:
 //
-//  * no consumer stream bound (the default, right for gpt2_cuda and the trainer): next()
+//  * no consumer stream bound (the default, right for a consumer on its own stream): next()
 //    synchronises the "copied" event on the host before it returns the view. gpt2_cuda needs
 //    batches whose copy has completed, and since the copy was enqueued Depth batches earlier the
 //    wait is normally zero. The consumer is taken to be done with a batch when it calls next()
-//    again (gpt2_cuda returns with its device work finished);
+//    again: right for calls that return with their device work finished (gpt2_cuda::forward);
 //  * `bind_consumer_stream(s)`: next() makes `s` wait for the "copied" event (cudaStreamWaitEvent,
 //    no host stall), and at the following next() records a "released" event on `s`; the copy
 //    stream waits on that event before it overwrites the slot, so a consumer that runs
-//    asynchronously on `s` never sees its batch change under it.
+//    asynchronously on `s` never sees its batch change under it. The trainer binds its training
+//    prefetcher to its execution context this way (`bind_context`).
 //
 // The ring has Depth + 1 slots (Depth ready ahead + the one the consumer holds); a pinned host
 // slot is refilled only after its previous copy has landed. Position bookkeeping, error transport
@@ -44,6 +45,7 @@
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -95,6 +97,10 @@ class pinned_prefetcher {
     // Copies still queued read the pinned slots we are about to free.
     (void)cudaStreamSynchronize(copy_stream_.get());
   }
+
+  /// The trainer's hook (prefetch::orders_on_context): bind_consumer_stream(ctx.stream()), so the
+  /// step's kernels wait for each copy on the device and the loop never waits on the host for it.
+  void bind_context(const cuda::execution_context& ctx) { bind_consumer_stream(ctx.stream()); }
 
   /// From now on next() orders `s` after each batch's copy instead of waiting on the host, and a
   /// slot is reused only after the work `s` had queued when the following next() was called.
@@ -316,8 +322,8 @@ class pinned_prefetcher {
   cudaStream_t consumer_ = nullptr;
   bool consumer_bound_ = false;
   source_position last_position_;
-  double wait_ms_ = 0.0;      // consumer thread only
-  double last_h2d_ms_ = 0.0;  // consumer thread only
+  double wait_ms_ = 0.0;           // consumer thread only
+  double last_h2d_ms_ = 0.0;       // consumer thread only
   double last_h2d_wait_ms_ = 0.0;  // consumer thread only
   std::thread worker_;
 };
@@ -330,6 +336,9 @@ struct pinned {
 };
 
 static_assert(prefetcher<pinned_prefetcher<data::synthetic_source, 2>>);
+static_assert(
+    reports_copy_wait<pinned_prefetcher<data::synthetic_source, 2>> &&
+    orders_on_context<pinned_prefetcher<data::synthetic_source, 2>, cuda::execution_context>);
 static_assert(prefetch_recipe_for<pinned<4>, data::synthetic_source>);
 static_assert(
     std::same_as<pinned_prefetcher<data::synthetic_source, 4>::memory_space, device_memory>);

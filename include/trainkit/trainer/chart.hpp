@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,22 +36,12 @@ struct chart_options {
 
 namespace detail {
 
-struct chart_phase {
-  const char* name;
-  const char* color;  // same hues as trainer/nvtx.hpp's timeline colours
-  double step_metrics::*field;
-};
-
-inline constexpr std::array<chart_phase, 8> chart_phases{{
-    {"data_wait", "#e4572e", &step_metrics::data_wait_ms},
-    {"h2d", "#f28e2b", &step_metrics::h2d_ms},
-    {"compute", "#4e79a7", &step_metrics::compute_ms},
-    {"optimizer", "#59a14f", &step_metrics::optimizer_ms},
-    {"ckpt_stall", "#b07aa1", &step_metrics::ckpt_stall_ms},
-    {"log", "#edc948", &step_metrics::log_ms},
-    {"eval", "#76b7b2", &step_metrics::eval_ms},
-    {"other", "#bab0ac", &step_metrics::other_ms},
-}};
+/// "#rrggbb" of a phase's ARGB colour: the chart and the NVTX timeline share hues.
+inline std::string svg_color(std::uint32_t argb) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%06x", unsigned(argb & 0xffffffu));
+  return buf;
+}
 
 inline std::string svg_escape(std::string_view s) {
   std::string out;
@@ -126,13 +117,13 @@ inline std::vector<step_metrics> bin_steps(std::span<const step_metrics> steps,
         ++loss_n;
       }
       b.dt_ms += m.dt_ms;
-      for (const auto& p : chart_phases) b.*p.field += m.*p.field;
+      for (const auto& p : phase_table) b.*p.field += m.*p.field;
     }
     const double k = double(end - i);
     b.step = std::uint64_t(std::llround(step_sum / k));
     b.loss = loss_n ? loss_sum / double(loss_n) : NAN;
     b.dt_ms /= k;
-    for (const auto& p : chart_phases) b.*p.field /= k;
+    for (const auto& p : phase_table) b.*p.field /= k;
     out.push_back(b);
   }
   return out;
@@ -240,13 +231,13 @@ inline std::string render_chart_svg(std::span<const step_metrics> steps,
 
   // ---- panel 2: phases, stacked per step -------------------------------------------------------
   double dt_max = 0;
-  std::array<double, detail::chart_phases.size()> totals{};
+  std::array<double, phase_table.size()> totals{};
   double total = 0;
   for (const auto& b : bins) {
     double stack = 0;
-    for (std::size_t i = 0; i < detail::chart_phases.size(); ++i) {
-      stack += b.*detail::chart_phases[i].field;
-      totals[i] += b.*detail::chart_phases[i].field;
+    for (std::size_t i = 0; i < phase_table.size(); ++i) {
+      stack += b.*phase_table[i].field;
+      totals[i] += b.*phase_table[i].field;
     }
     dt_max = std::max({dt_max, b.dt_ms, stack});
     total += stack;
@@ -267,14 +258,14 @@ inline std::string render_chart_svg(std::span<const step_metrics> steps,
   for (const auto& b : bins) {
     double y = top2 + ph;
     const double x = x_of(double(b.step)) - bar_w / 2;
-    for (const auto& p : detail::chart_phases) {
+    for (const auto& p : phase_table) {
       const double h = b.*p.field * px_per_ms;
       if (!(h > 0)) continue;
       y -= h;
       s += "<rect class=\"" + std::string(p.name) + "\" data-step=\"" + std::to_string(b.step) +
            "\" x=\"" + fmt_num(x, "%.3f") + "\" y=\"" + fmt_num(y, "%.4f") + "\" width=\"" +
-           fmt_num(bar_w, "%.3f") + "\" height=\"" + fmt_num(h, "%.6g") + "\" fill=\"" + p.color +
-           "\"/>\n";
+           fmt_num(bar_w, "%.3f") + "\" height=\"" + fmt_num(h, "%.6g") + "\" fill=\"" +
+           detail::svg_color(p.argb) + "\"/>\n";
     }
   }
   s += "</g>\n";
@@ -283,10 +274,10 @@ inline std::string render_chart_svg(std::span<const step_metrics> steps,
   s += "<text x=\"" + fmt_num(lx) + "\" y=\"" + fmt_num(top2 - 6) +
        "\" fill=\"#444\">share of charted time</text>\n";
   double ly = top2 + 8;
-  for (std::size_t k = detail::chart_phases.size(); k-- > 0;) {
-    const auto& p = detail::chart_phases[k];
+  for (std::size_t k = phase_table.size(); k-- > 0;) {
+    const auto& p = phase_table[k];
     s += "<rect x=\"" + fmt_num(lx) + "\" y=\"" + fmt_num(ly) +
-         "\" width=\"12\" height=\"12\" fill=\"" + p.color + "\"/>";
+         "\" width=\"12\" height=\"12\" fill=\"" + detail::svg_color(p.argb) + "\"/>";
     s += "<text x=\"" + fmt_num(lx + 18) + "\" y=\"" + fmt_num(ly + 10) + "\">" + p.name + " " +
          fmt_num(total > 0 ? 100 * totals[k] / total : 0, "%.1f") + "%</text>\n";
     ly += 20;

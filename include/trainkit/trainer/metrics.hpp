@@ -1,6 +1,6 @@
 // trainkit/trainer/metrics.hpp — one step's measurements and the JSONL metrics file.
 //
-// Each optimizer step appends one JSON object per line (DESIGN.md "Metrics" contract). The phase
+// Each optimizer step appends one JSON object per line (docs/architecture.md, "Metrics"). The phase
 // fields are the parts of `dt_ms` during which the loop was *blocked* on that phase; together with
 // `other_ms` they add up to `dt_ms` exactly, so a reader can tell where the time went. Lines are
 // flushed as they are written, so a crashed run's file is still a valid report input.
@@ -16,36 +16,9 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/trainer/step_metrics.hpp"
 
 namespace trainkit {
-
-/// Everything measured about one optimizer step.
-struct step_metrics {
-  std::uint64_t step = 0;   // 1-based count of optimizer steps completed
-  double loss = 0;          // mean training loss over the step's micro-batches
-  double lr = 0;
-  double grad_norm = 0;     // global norm before clipping
-  std::uint64_t tokens = 0; // tokens processed in this step (all micro-batches)
-  double dt_ms = 0;         // wall time of the step
-  double data_wait_ms = 0;  // blocked waiting for the prefetcher
-  double h2d_ms = 0;        // blocked on host-to-device copies (0 on the CPU)
-  double compute_ms = 0;    // forward + backward
-  double optimizer_ms = 0;  // optimizer update (incl. gradient norm and clipping)
-  double ckpt_stall_ms = 0; // blocked by the checkpointer
-  double log_ms = 0;        // writing metrics and the console line
-  double eval_ms = 0;       // validation loss, on steps that evaluate
-  double other_ms = 0;      // the rest: dt_ms minus the phases above
-  double tok_per_s = 0;
-  double tflops = 0;        // achieved model TFLOP/s (flops_per_token · tok/s)
-  double mfu = 0;           // tflops / device peak
-  double mfu_calibrated = NAN;  // tflops / measured GEMM rate (--calibrate); NaN when not measured
-  double val_loss = NAN;    // NaN when this step did not evaluate
-
-  /// Sum of the blocking phases (everything but other_ms).
-  double phases_ms() const noexcept {
-    return data_wait_ms + h2d_ms + compute_ms + optimizer_ms + ckpt_stall_ms + log_ms + eval_ms;
-  }
-};
 
 namespace detail {
 
@@ -77,14 +50,7 @@ inline std::string to_json_line(const step_metrics& m) {
   num("grad_norm", m.grad_norm, "%.6g");
   num("tokens", double(m.tokens), "%.0f");
   num("dt_ms", m.dt_ms, "%.3f");
-  num("data_wait_ms", m.data_wait_ms, "%.3f");
-  num("h2d_ms", m.h2d_ms, "%.3f");
-  num("compute_ms", m.compute_ms, "%.3f");
-  num("optimizer_ms", m.optimizer_ms, "%.3f");
-  num("ckpt_stall_ms", m.ckpt_stall_ms, "%.3f");
-  num("log_ms", m.log_ms, "%.3f");
-  num("eval_ms", m.eval_ms, "%.3f");
-  num("other_ms", m.other_ms, "%.3f");
+  for (const phase_info& p : phase_table) num(p.json_key, m.*p.field, "%.3f");
   num("tok_per_s", m.tok_per_s, "%.1f");
   num("tflops", m.tflops, "%.6g");
   num("mfu", m.mfu, "%.6g");

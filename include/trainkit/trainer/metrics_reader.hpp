@@ -157,14 +157,7 @@ inline step_metrics step_metrics_from_fields(const std::map<std::string, double,
   m.grad_norm = get("grad_norm", 0);
   m.tokens = std::uint64_t(get("tokens", 0));
   m.dt_ms = get("dt_ms", 0);
-  m.data_wait_ms = get("data_wait_ms", 0);
-  m.h2d_ms = get("h2d_ms", 0);
-  m.compute_ms = get("compute_ms", 0);
-  m.optimizer_ms = get("optimizer_ms", 0);
-  m.ckpt_stall_ms = get("ckpt_stall_ms", 0);
-  m.log_ms = get("log_ms", 0);
-  m.eval_ms = get("eval_ms", 0);
-  m.other_ms = get("other_ms", 0);
+  for (const phase_info& p : phase_table) m.*p.field = get(p.json_key, 0);
   m.tok_per_s = get("tok_per_s", 0);
   m.tflops = get("tflops", 0);
   m.mfu = get("mfu", NAN);

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "trainkit/trainer/step_metrics.hpp"
+
 #if !defined(TRAINKIT_NVTX)
 #if defined(__CUDACC__) && defined(__has_include)
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -46,16 +48,10 @@ inline namespace nvtx_noop {
 /// True when ranges reach NVTX (and so Nsight Systems).
 inline constexpr bool nvtx_enabled = TRAINKIT_NVTX != 0;
 
-/// ARGB colours per phase, so the timeline reads like the report's chart (trainer/chart.hpp
-/// uses the same hues).
+/// ARGB colour of the range around a whole step; each phase's range takes its colour from the
+/// phase table (trainer/step_metrics.hpp), which the report's chart draws with too.
 namespace nvtx_colors {
-inline constexpr std::uint32_t step = 0xff9e9e9e;
-inline constexpr std::uint32_t data_wait = 0xffe4572e;
-inline constexpr std::uint32_t compute = 0xff4e79a7;
-inline constexpr std::uint32_t optimizer = 0xff59a14f;
-inline constexpr std::uint32_t ckpt_stall = 0xffb07aa1;
-inline constexpr std::uint32_t log = 0xffedc948;
-inline constexpr std::uint32_t eval = 0xff76b7b2;
+inline constexpr std::uint32_t step = step_range_argb;
 }  // namespace nvtx_colors
 
 /// A push/pop range on the calling thread: opened by the constructor, closed by `end()` or the

@@ -24,13 +24,20 @@ enum class bottleneck { compute, input, checkpoint, host, warmup, eval, unknown 
 
 inline const char* bottleneck_name(bottleneck b) noexcept {
   switch (b) {
-    case bottleneck::compute: return "compute-bound";
-    case bottleneck::input: return "input-bound";
-    case bottleneck::checkpoint: return "checkpoint-bound";
-    case bottleneck::host: return "host-bound";
-    case bottleneck::warmup: return "warm-up dominated";
-    case bottleneck::eval: return "eval-bound";
-    case bottleneck::unknown: return "unknown";
+    case bottleneck::compute:
+      return "compute-bound";
+    case bottleneck::input:
+      return "input-bound";
+    case bottleneck::checkpoint:
+      return "checkpoint-bound";
+    case bottleneck::host:
+      return "host-bound";
+    case bottleneck::warmup:
+      return "warm-up dominated";
+    case bottleneck::eval:
+      return "eval-bound";
+    case bottleneck::unknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -40,9 +47,9 @@ inline const char* bottleneck_name(bottleneck b) noexcept {
 struct verdict_thresholds {
   double input_share = 0.10;
   double checkpoint_share = 0.10;
-  double other_share = 0.25;   // unaccounted time (launch gaps, host work) → host-bound
+  double other_share = 0.25;  // unaccounted time (launch gaps, host work) → host-bound
   double eval_share = 0.25;
-  double warmup_share = 0.5;   // first step's excess over the median, as a share of all time
+  double warmup_share = 0.5;  // first step's excess over the median, as a share of all time
 };
 
 struct phase_share {
@@ -52,22 +59,22 @@ struct phase_share {
 };
 
 struct run_summary {
-  std::size_t steps = 0;          // steps summarised (all)
-  std::size_t steady_steps = 0;   // steps after the first
+  std::size_t steps = 0;         // steps summarised (all)
+  std::size_t steady_steps = 0;  // steps after the first
   double first_step_ms = 0;
   double median_step_ms = 0;
   double p95_step_ms = 0;
   double total_ms = 0;
-  double tokens_per_s = 0;        // steady state: tokens / wall time
-  double tflops = 0;              // steady-state mean achieved TFLOP/s
-  double mfu = 0;                 // NaN when the device's peak is unknown
-  double peak_tflops = 0;         // the peak MFU is taken against (0 = unknown)
-  double mfu_calibrated = NAN;    // against the measured GEMM rate (--calibrate), NaN if none
-  double calibrated_tflops = 0;   // that measured rate (0 = not measured)
-  std::string peak_label;         // e.g. "dense bf16 peak"; names what peak_tflops is
-  std::array<phase_share, 8> phases{};
+  double tokens_per_s = 0;       // steady state: tokens / wall time
+  double tflops = 0;             // steady-state mean achieved TFLOP/s
+  double mfu = 0;                // NaN when the device's peak is unknown
+  double peak_tflops = 0;        // the peak MFU is taken against (0 = unknown)
+  double mfu_calibrated = NAN;   // against the measured GEMM rate (--calibrate), NaN if none
+  double calibrated_tflops = 0;  // that measured rate (0 = not measured)
+  std::string peak_label;        // e.g. "dense bf16 peak"; names what peak_tflops is
+  std::array<phase_share, phase_table.size()> phases{};  // in phase_table order
   bottleneck verdict = bottleneck::unknown;
-  std::string evidence;           // the numbers behind the verdict
+  std::string evidence;  // the numbers behind the verdict
 };
 
 namespace detail {
@@ -116,7 +123,7 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
 
   std::vector<double> dts;
   double tokens = 0, flops_ms = 0, mfu_ms = 0, cal_ms = 0;
-  std::array<double, 8> ms{};
+  std::array<double, phase_table.size()> ms{};
   for (const auto& m : steady) {
     dts.push_back(m.dt_ms);
     r.total_ms += m.dt_ms;
@@ -124,14 +131,7 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
     flops_ms += m.tflops * m.dt_ms;
     mfu_ms += m.mfu * m.dt_ms;  // NaN (unknown peak) stays NaN
     cal_ms += m.mfu_calibrated * m.dt_ms;
-    ms[0] += m.data_wait_ms;
-    ms[1] += m.h2d_ms;
-    ms[2] += m.compute_ms;
-    ms[3] += m.optimizer_ms;
-    ms[4] += m.ckpt_stall_ms;
-    ms[5] += m.log_ms;
-    ms[6] += m.eval_ms;
-    ms[7] += m.other_ms;
+    for (std::size_t i = 0; i < phase_table.size(); ++i) ms[i] += m.*phase_table[i].field;
   }
   r.median_step_ms = detail::percentile(dts, 0.5);
   r.p95_step_ms = detail::percentile(dts, 0.95);
@@ -149,44 +149,46 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
                             ? r.tflops / r.mfu_calibrated
                             : 0.0;
   if (r.peak_tflops <= 0) r.mfu = NAN;
-  static constexpr std::array<const char*, 8> names{"data_wait", "h2d",       "compute", "optimizer",
-                                                    "ckpt_stall", "log", "eval", "other"};
-  for (std::size_t i = 0; i < 8; ++i)
-    r.phases[i] = {names[i], ms[i], r.total_ms > 0 ? ms[i] / r.total_ms : 0.0};
+  for (std::size_t i = 0; i < phase_table.size(); ++i)
+    r.phases[i] = {phase_table[i].name, ms[i], r.total_ms > 0 ? ms[i] / r.total_ms : 0.0};
 
   const double all_ms = r.total_ms + (steps.size() > 1 ? r.first_step_ms : 0.0);
   const double warmup_excess = std::max(0.0, r.first_step_ms - r.median_step_ms);
-  const auto share = [&](std::size_t i) { return r.phases[i].share; };
+  const auto share = [&](phase p) { return r.phases[std::size_t(p)].share; };
   using detail::format;
   if (steps.size() > 1 && all_ms > 0 && warmup_excess / all_ms > th.warmup_share) {
     r.verdict = bottleneck::warmup;
     r.evidence = format("first step %.1f ms vs median %.1f ms: %.0f%% of the run's wall time",
                         r.first_step_ms, r.median_step_ms, 100 * warmup_excess / all_ms);
-  } else if (share(0) + share(1) > th.input_share) {
+  } else if (share(phase::data_wait) + share(phase::h2d) > th.input_share) {
     r.verdict = bottleneck::input;
-    r.evidence = format("the loop waited for data %.1f%% of the time (data wait %.1f%%, H2D %.1f%%)"
-                        "; try a deeper prefetch, mmap'd shards or more loader threads",
-                        100 * (share(0) + share(1)), 100 * share(0), 100 * share(1));
-  } else if (share(4) > th.checkpoint_share) {
+    r.evidence = format(
+        "the loop waited for data %.1f%% of the time (data wait %.1f%%, H2D %.1f%%)"
+        "; try a deeper prefetch, mmap'd shards or more loader threads",
+        100 * (share(phase::data_wait) + share(phase::h2d)), 100 * share(phase::data_wait),
+        100 * share(phase::h2d));
+  } else if (share(phase::ckpt_stall) > th.checkpoint_share) {
     r.verdict = bottleneck::checkpoint;
-    r.evidence = format("checkpoint saves stalled the loop %.1f%% of the time; use --ckpt-mode "
-                        "async or a longer --ckpt-every",
-                        100 * share(4));
-  } else if (share(6) > th.eval_share) {
+    r.evidence = format(
+        "checkpoint saves stalled the loop %.1f%% of the time; use --ckpt-mode "
+        "async or a longer --ckpt-every",
+        100 * share(phase::ckpt_stall));
+  } else if (share(phase::eval) > th.eval_share) {
     r.verdict = bottleneck::eval;
-    r.evidence = format("evaluation took %.1f%% of the time; raise --eval-every", 100 * share(6));
-  } else if (share(7) > th.other_share) {
+    r.evidence =
+        format("evaluation took %.1f%% of the time; raise --eval-every", 100 * share(phase::eval));
+  } else if (share(phase::other) > th.other_share) {
     r.verdict = bottleneck::host;
     r.evidence = format(
         "%.1f%% of the time is in no measured phase: host work between phases "
         "and kernel launch gaps where the GPU idles waiting for the CPU (look for "
         "gaps between the NVTX ranges in Nsight Systems; CUDA graphs or larger "
         "micro-batches close them)",
-        100 * share(7));
+        100 * share(phase::other));
   } else {
     r.verdict = bottleneck::compute;
     r.evidence = format("forward+backward %.1f%% and optimizer %.1f%% of the time; ",
-                        100 * share(2), 100 * share(3)) +
+                        100 * share(phase::compute), 100 * share(phase::optimizer)) +
                  mfu_sentence(r);
   }
   return r;

@@ -195,14 +195,8 @@ class tensorboard_sink {
     add("perf/mfu", m.mfu);
     add("perf/mfu_calibrated", m.mfu_calibrated);
     add("perf/dt_ms", m.dt_ms);
-    add("phase/data_wait_ms", m.data_wait_ms);
-    add("phase/h2d_ms", m.h2d_ms);
-    add("phase/compute_ms", m.compute_ms);
-    add("phase/optimizer_ms", m.optimizer_ms);
-    add("phase/ckpt_stall_ms", m.ckpt_stall_ms);
-    add("phase/log_ms", m.log_ms);
-    add("phase/eval_ms", m.eval_ms);
-    add("phase/other_ms", m.other_ms);
+    for (const phase_info& p : phase_table)
+      add((std::string("phase/") + p.json_key).c_str(), m.*p.field);
     return v;
   }
 

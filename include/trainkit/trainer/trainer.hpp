@@ -30,12 +30,16 @@
 #include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/timing.hpp"
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/schedule.hpp"
 #include "trainkit/prefetch/concepts.hpp"
+#include "trainkit/reduce/concepts.hpp"
+#include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/calibrate.hpp"
 #include "trainkit/trainer/metrics.hpp"
 #include "trainkit/trainer/nvtx.hpp"
@@ -47,23 +51,23 @@ namespace trainkit {
 
 /// Loop settings (the optimizer's own settings travel in its config_type).
 struct trainer_config {
-  int steps = 50;                      // optimizer steps in the whole run (a resume continues to it)
-  std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
-  optim::lr_schedule schedule{};       // its total_steps is set to `steps` by the trainer
-  int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
-  int eval_batches = 20;               // validation batches per evaluation
-  int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
-  bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
-  bool resume = false;                 // continue from the newest valid checkpoint, if any
-  std::filesystem::path metrics_path;  // JSONL metrics; empty = none
+  int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
+  std::size_t total_batch_tokens = 0;     // tokens per optimizer step; 0 = one micro-batch of B·T
+  optim::lr_schedule schedule{};          // its total_steps is set to `steps` by the trainer
+  int eval_every = 0;                     // 0 = never (except at the end when a val source exists)
+  int eval_batches = 20;                  // validation batches per evaluation
+  int ckpt_every = 0;                     // 0 = only at the end of the run / on a stop request
+  bool ckpt_at_end = true;                // save when the run ends or is stopped by a signal
+  bool resume = false;                    // continue from the newest valid checkpoint, if any
+  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
   std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
-  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
-  int log_every = 1;                   // console line every N steps (metrics: every step)
-  bool progress_bar = false;           // live progress line (programs enable it on a terminal)
-  bool quiet = false;                  // no console output at all
-  std::string device_name = "cpu";     // for the peak table (CUDA models report their own)
+  bool calibrate = false;     // time a GEMM before step 1; MFU is then also reported against it
+  int log_every = 1;          // console line every N steps (metrics: every step)
+  bool progress_bar = false;  // live progress line (programs enable it on a terminal)
+  bool quiet = false;         // no console output at all
+  std::string device_name = "cpu";  // for the peak table (CUDA models report their own)
   compute_dtype dtype = compute_dtype::f32;
-  double peak_tflops = 0;              // > 0 overrides the peak table
+  double peak_tflops = 0;                   // > 0 overrides the peak table
   std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
 };
 
@@ -71,15 +75,16 @@ struct trainer_config {
 struct run_result {
   std::vector<step_metrics> steps;  // the steps run by this call (not those before a resume)
   run_summary summary;
-  std::uint64_t first_step = 1;     // 1 unless resumed
+  std::uint64_t first_step = 1;  // 1 unless resumed
   std::uint64_t last_step = 0;
   bool resumed = false;
-  bool stopped = false;             // a stop was requested (signal)
+  bool stopped = false;  // a stop was requested (signal)
   double final_val_loss = NAN;
   gemm_calibration calibration;  // tflops 0 unless config().calibrate measured one
 };
 
-template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer>
+template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer,
+          class Reducer = reduce::single>
 class trainer {
   static_assert(data::data_source<Source>,
                 "trainkit::trainer: Source does not satisfy trainkit::data::data_source "
@@ -90,14 +95,24 @@ class trainer {
   static_assert(model::model<Model>,
                 "trainkit::trainer: Model does not satisfy trainkit::model::model "
                 "(see model/concepts.hpp)");
-  static_assert(checkpoint::checkpointer<Checkpointer>,
-                "trainkit::trainer: Checkpointer does not satisfy trainkit::checkpoint::checkpointer "
-                "(see checkpoint/concepts.hpp)");
+  static_assert(reduce::gradient_reducer_for<Reducer, Model>,
+                "trainkit::trainer: Reducer does not satisfy trainkit::reduce::gradient_reducer_for"
+                "<Model> (see reduce/concepts.hpp)");
+  static_assert(
+      checkpoint::checkpointer<Checkpointer>,
+      "trainkit::trainer: Checkpointer does not satisfy trainkit::checkpoint::checkpointer "
+      "(see checkpoint/concepts.hpp)");
+  static_assert(checkpoint::checkpointer_for<Checkpointer, typename Model::memory_space>,
+                "trainkit::trainer: the Checkpointer reads host memory only but the Model's state "
+                "is in device memory (requirement: Checkpointer::reads_device_memory when "
+                "Model::memory_space is device_memory; wrap it in host_staged_checkpointer or use "
+                "an asio_checkpointer with the CUDA stager)");
 
  public:
   using source_type = Source;
   using prefetcher_type = typename PrefetchRecipe::template bind<Source>;
   using model_type = Model;
+  using context_type = execution_context_t<typename Model::memory_space>;
   using optimizer_type = Optimizer;
   using checkpointer_type = Checkpointer;
 
@@ -113,18 +128,26 @@ class trainer {
   static_assert(std::same_as<typename Optimizer::parameter_type, typename Model::parameter_type>,
                 "trainkit::trainer: the optimizer's parameter_type differs from the model's "
                 "(requirement: Optimizer::parameter_type == Model::parameter_type)");
-  static_assert(optim::optimizer_for<Optimizer, Model>,
-                "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
-                "(see optim/concepts.hpp)");
+  static_assert(
+      optim::optimizer_for<Optimizer, Model>,
+      "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
+      "(see optim/concepts.hpp)");
 
  public:
   trainer(trainer_config cfg, Source train, std::optional<Source> val, Model model,
           typename Optimizer::config_type optimizer_config, Checkpointer checkpointer,
-          std::ostream& out = std::cout)
+          std::ostream& out = std::cout) requires std::default_initializable<Reducer>
+      : trainer(std::move(cfg), std::move(train), std::move(val), std::move(model),
+                std::move(optimizer_config), std::move(checkpointer), Reducer{}, out) {}
+
+  trainer(trainer_config cfg, Source train, std::optional<Source> val, Model model,
+          typename Optimizer::config_type optimizer_config, Checkpointer checkpointer,
+          Reducer reducer, std::ostream& out = std::cout)
       : cfg_(std::move(cfg)),
         model_(std::move(model)),
         optimizer_(model_, optimizer_config),
         checkpointer_(std::move(checkpointer)),
+        reducer_(std::move(reducer)),
         train_(std::move(train)),
         out_(&out) {
     if (val) {
@@ -132,6 +155,9 @@ class trainer {
       val_start_ = val_->position();
     }
     validate();
+    reducer_.attach(model_, ctx_);
+    if constexpr (prefetch::orders_on_context<prefetcher_type, context_type>)
+      train_.bind_context(ctx_);
   }
 
   trainer(const trainer&) = delete;
@@ -141,6 +167,9 @@ class trainer {
   const Model& model() const noexcept { return model_; }
   Optimizer& optimizer() noexcept { return optimizer_; }
   Checkpointer& checkpointer() noexcept { return checkpointer_; }
+  Reducer& reducer() noexcept { return reducer_; }
+  /// The execution context every step's work is ordered on (on CUDA: the compute stream).
+  context_type& context() noexcept { return ctx_; }
   const trainer_config& config() const noexcept { return cfg_; }
 
   /// Called after every step with its metrics; returning false stops the run after that step
@@ -207,8 +236,8 @@ class trainer {
     std::uint64_t last_saved = step_;
     std::string pending_line;  // previous step's metrics line: written inside the next step
     step_metrics pending;      // and its metrics, for TensorBoard
-    stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
-    double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
+    stopwatch step_clock;      // lapped once per step: consecutive steps tile the run's wall time
+    double callback_ms = 0;    // the on_step callback after the previous step: logged in this one
 
     while (step_ < std::uint64_t(cfg_.steps)) {
       if (stop_requested()) {
@@ -222,53 +251,17 @@ class trainer {
       m.log_ms += std::exchange(callback_ms, 0.0);
       // Writing the previous step's line blocks this step: count it here, so steps tile the run.
       if (!pending_line.empty()) {
-        nvtx_range r("log", nvtx_colors::log);
+        nvtx_range r("log", info(trainkit::phase::log).argb);
         metrics.write(pending_line);
         tensorboard.write(pending);
         pending_line.clear();
       }
       m.log_ms += phase.lap_ms();
 
-      {
-        nvtx_range r("compute", nvtx_colors::compute);
-        model_.zero_grad();
-      }
-      m.compute_ms += phase.lap_ms();
-      double loss_sum = 0;
-      const float grad_scale = 1.0f / float(accum_);
-      for (int micro = 0; micro < accum_; ++micro) {
-        nvtx_range wait_range("data_wait", nvtx_colors::data_wait);
-        const auto batch = train_.next();
-        wait_range.end();
-        const double waited = phase.lap_ms();
-        // A device prefetcher says how much of its wait was the host-to-device copy; the copy
-        // time that overlapped compute (last_h2d_ms) blocked nothing and is not counted.
-        double copy_wait = 0;
-        if constexpr (requires { train_.last_h2d_wait_ms(); })
-          copy_wait = std::min(waited, train_.last_h2d_wait_ms());
-        m.h2d_ms += copy_wait;
-        m.data_wait_ms += waited - copy_wait;
-        {
-          nvtx_range r("compute", nvtx_colors::compute);
-          loss_sum += model_.forward_backward(batch, grad_scale);
-        }
-        m.compute_ms += phase.lap_ms();
-        m.tokens += batch.tokens();
-      }
-      m.loss = loss_sum / accum_;
-
-      ++step_;
-      m.step = step_;
-      m.lr = cfg_.schedule.at(int(step_ - 1));
-      {
-        nvtx_range r("optimizer", nvtx_colors::optimizer);
-        m.grad_norm = optimizer_.step(model_, float(m.lr));
-      }
-      m.optimizer_ms += phase.lap_ms();
-
+      train_step(m, phase);
       const bool last = step_ == std::uint64_t(cfg_.steps);
       if (val_ && ((cfg_.eval_every > 0 && step_ % std::uint64_t(cfg_.eval_every) == 0) || last)) {
-        nvtx_range r("eval", nvtx_colors::eval);
+        nvtx_range r("eval", info(trainkit::phase::eval).argb);
         m.val_loss = evaluate();
         result.final_val_loss = m.val_loss;
         m.eval_ms += phase.lap_ms();
@@ -276,14 +269,14 @@ class trainer {
       const bool stop_now = stop_requested();
       if ((cfg_.ckpt_every > 0 && step_ % std::uint64_t(cfg_.ckpt_every) == 0) ||
           ((last || stop_now) && cfg_.ckpt_at_end)) {
-        nvtx_range r("ckpt_stall", nvtx_colors::ckpt_stall);
+        nvtx_range r("ckpt_stall", info(trainkit::phase::ckpt_stall).argb);
         save_checkpoint();
         last_saved = step_;
         m.ckpt_stall_ms += phase.lap_ms();
       }
 
       {
-        nvtx_range r("log", nvtx_colors::log);
+        nvtx_range r("log", info(trainkit::phase::log).argb);
         report_checkpoint_error();  // a background save that failed since the last step
         report_step(m, fpt, peak);
       }
@@ -330,6 +323,60 @@ class trainer {
   }
 
  private:
+  // One optimizer step of the step protocol: accumulate, reduce, clip, update, then the one
+  // synchronisation of the context, after which the loss and the norm are read.
+  void train_step(step_metrics& m, stopwatch& phase) {
+    {
+      nvtx_range r("compute", info(trainkit::phase::compute).argb);
+      model_.zero_grad(ctx_);
+    }
+    m.compute_ms += phase.lap_ms();
+    trainkit::model::micro_step micro{1.0f / float(accum_), 0, accum_, {&reducer_, &bucket_ready}};
+    for (int k = 0; k < accum_; ++k) {
+      micro.index = k;
+      nvtx_range wait_range("data_wait", info(trainkit::phase::data_wait).argb);
+      const auto batch = train_.next();
+      wait_range.end();
+      const double waited = phase.lap_ms();
+      // A device prefetcher says how much of its wait was the host-to-device copy; the copy
+      // time that overlapped compute blocked nothing and is not counted.
+      double copy_wait = 0;
+      if constexpr (prefetch::reports_copy_wait<prefetcher_type>)
+        copy_wait = std::min(waited, train_.last_h2d_wait_ms());
+      m.h2d_ms += copy_wait;
+      m.data_wait_ms += waited - copy_wait;
+      {
+        nvtx_range r("compute", info(trainkit::phase::compute).argb);
+        model_.forward_backward(batch, micro, ctx_);
+      }
+      m.compute_ms += phase.lap_ms();
+      m.tokens += batch.tokens();
+    }
+    ++step_;
+    m.step = step_;
+    m.lr = cfg_.schedule.at(int(step_ - 1));
+    {
+      nvtx_range r("optimizer", info(trainkit::phase::optimizer).argb);
+      reducer_.finish();
+      const auto scale = clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
+                               model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+      optimizer_.update(model_, float(m.lr), scale, ctx_);
+    }
+    m.optimizer_ms += phase.lap_ms();
+    {
+      // On a device this waits for the whole step's kernels; the host time lands in compute.
+      nvtx_range r("compute", info(trainkit::phase::compute).argb);
+      ctx_.synchronize();
+      m.loss = model_.step_loss();
+      m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
+    }
+    m.compute_ms += phase.lap_ms();
+  }
+
+  static void bucket_ready(void* reducer, std::size_t bucket) {
+    static_cast<Reducer*>(reducer)->bucket_ready(bucket);
+  }
+
   void validate() {
     const std::size_t bt = std::size_t(train_.batch_size()) * std::size_t(train_.seq_len());
     if (cfg_.steps < 0) throw config_error("--steps must be >= 0: " + std::to_string(cfg_.steps));
@@ -351,7 +398,7 @@ class trainer {
   double peak_tflops_or_zero() const {
     if (cfg_.peak_tflops > 0) return cfg_.peak_tflops;
     std::string name = cfg_.device_name;
-    if constexpr (requires(const Model& m) { m.device_name(); }) name = model_.device_name();
+    if constexpr (model::names_its_device<Model>) name = model_.device_name();
     return peak_tflops(name, cfg_.dtype).value_or(0.0);
   }
 
@@ -391,13 +438,13 @@ class trainer {
   /// Asynchronous checkpointers report a failed background write on the next poll (training goes
   /// on; the previous complete checkpoint stays loadable). Polling does not block.
   void report_checkpoint_error() {
-    if constexpr (requires { checkpointer_.take_error(); }) {
+    if constexpr (checkpoint::reports_save_errors<Checkpointer>) {
       if (auto err = checkpointer_.take_error()) say("warning: checkpoint: " + *err + "\n");
     }
   }
 
   void print_checkpointer_warnings() {
-    if constexpr (requires { checkpointer_.warnings(); }) {
+    if constexpr (checkpoint::reports_warnings<Checkpointer>) {
       for (const auto& w : checkpointer_.warnings()) say("warning: " + w + "\n");
     }
   }
@@ -417,10 +464,10 @@ class trainer {
                        m.step == std::uint64_t(cfg_.steps) || !std::isnan(m.val_loss);
     char line[320];
     if (print) {
-      int n = std::snprintf(line, sizeof line,
-                            "step %6llu/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
-                            (unsigned long long)m.step, cfg_.steps, m.loss, m.lr, m.grad_norm, dt,
-                            tok_s);
+      int n = std::snprintf(
+          line, sizeof line,
+          "step %6llu/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
+          (unsigned long long)m.step, cfg_.steps, m.loss, m.lr, m.grad_norm, dt, tok_s);
       if (peak > 0 && n > 0 && n < int(sizeof line))
         n += std::snprintf(line + n, sizeof line - n, " | MFU %.1f%%",
                            100 * fpt * tok_s / 1e12 / peak);
@@ -433,10 +480,9 @@ class trainer {
       const double frac = double(m.step) / std::max(cfg_.steps, 1);
       const int filled = int(frac * width);
       const double eta_s = dt / 1e3 * double(std::uint64_t(cfg_.steps) - m.step);
-      std::snprintf(line, sizeof line, "[%-*s] %llu/%d  loss %.4f  %.0f tok/s  ETA %dm%02ds",
-                    width, std::string(std::size_t(filled), '=').c_str(),
-                    (unsigned long long)m.step, cfg_.steps, m.loss, tok_s, int(eta_s) / 60,
-                    int(eta_s) % 60);
+      std::snprintf(line, sizeof line, "[%-*s] %llu/%d  loss %.4f  %.0f tok/s  ETA %dm%02ds", width,
+                    std::string(std::size_t(filled), '=').c_str(), (unsigned long long)m.step,
+                    cfg_.steps, m.loss, tok_s, int(eta_s) / 60, int(eta_s) % 60);
       *out_ << "\r\033[K" << line << std::flush;
     }
   }
@@ -444,9 +490,12 @@ class trainer {
   static double step_clock_estimate(const step_metrics& m) { return m.phases_ms(); }
 
   trainer_config cfg_;
+  context_type ctx_;  // first: policies may hold references to it until they are destroyed
   Model model_;
   Optimizer optimizer_;
   Checkpointer checkpointer_;
+  Reducer reducer_;
+  optim::grad_clip_t<typename Model::memory_space> clip_;
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};

@@ -14,9 +14,13 @@ template <class Space>
 struct mock_model {
   using memory_space = Space;
   using parameter_type = float;
-  float forward_backward(trainkit::batch_view<Space>, float) { return 0; }
+  using context = trainkit::execution_context_t<Space>;
+  void forward_backward(trainkit::batch_view<Space>, const trainkit::model::micro_step&, context&) {
+  }
+  double step_loss() const { return 0; }
+  std::span<const trainkit::model::gradient_bucket> gradient_buckets() const { return {}; }
   float forward(trainkit::batch_view<Space>) { return 0; }
-  void zero_grad() {}
+  void zero_grad(context&) {}
   double flops_per_token(int) const { return 0; }
   std::span<const trainkit::tensor_info> parameter_layout() const { return layout_; }
   std::span<float> parameters() { return params_; }
@@ -33,8 +37,9 @@ struct mock_optimizer {
   using parameter_type = float;
   struct config_type {};
   mock_optimizer(const mock_model<Space>&, config_type) {}
-  float step(mock_model<Space>&, float) { return 0; }
-  std::uint64_t steps_taken() const { return 0; }
+  void update(mock_model<Space>&, float, const trainkit::optim::clip_scale<Space>&,
+              trainkit::execution_context_t<Space>&) {}
+  double max_grad_norm() const { return 0; }
   std::vector<trainkit::state_tensor> state() { return {}; }
 };
 
