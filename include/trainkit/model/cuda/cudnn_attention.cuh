@@ -120,10 +120,12 @@ class cudnn_attention {
   static void check_shape(int B, int T, int C, int H) {
     const char* name = "cudnn_attention";
     require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
-    require(C % H == 0, name, "C = " + std::to_string(C) + " is not a multiple of H");
+    require(C % H == 0, name,
+            [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
     const int hs = C / H;
-    require(hs % 8 == 0 && hs <= 256, name,
-            "head size " + std::to_string(hs) + " (cuDNN needs a multiple of 8, at most 256)");
+    require(hs % 8 == 0 && hs <= 256, name, [&] {
+      return "head size " + std::to_string(hs) + " (cuDNN needs a multiple of 8, at most 256)";
+    });
   }
 
   void run(const graph_ptr& g, std::unordered_map<std::int64_t, void*>& pack, cudaStream_t stream) {

@@ -405,10 +405,10 @@ namespace flash {
 inline void can_implement(const void* qkv, const void* other, int B, int T, int C, int H) {
   const char* name = "flash_attention";
   require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
-  require(C % H == 0, name, "C = " + std::to_string(C) + " is not a multiple of H");
+  require(C % H == 0, name, [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
   const int hs = C / H;
   require(hs == 64 || hs == 128, name,
-          "head size " + std::to_string(hs) + " (only 64 and 128 are built)");
+          [&] { return "head size " + std::to_string(hs) + " (only 64 and 128 are built)"; });
   require(aligned_to(qkv, 16) && aligned_to(other, 16), name,
           "qkv, out and dout must be 16-byte aligned");
 }
