@@ -7,21 +7,7 @@ file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(failures "")
 
-# expect_exit(<code> <regex for stderr> args...)
-function(expect_exit code regex)
-  execute_process(COMMAND ${EXE} ${ARGN} WORKING_DIRECTORY ${WORK}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  string(STRIP "${err}" err)
-  if(NOT rc EQUAL code)
-    string(APPEND failures "`${ARGN}`: exit ${rc}, expected ${code}\n${err}\n")
-  elseif(NOT err MATCHES "${regex}")
-    string(APPEND failures "`${ARGN}`: stderr '${err}' does not match '${regex}'\n")
-  elseif(code EQUAL 2 AND err MATCHES "\n")
-    string(APPEND failures "`${ARGN}`: more than one line on stderr:\n${err}\n")
-  endif()
-  set(failures "${failures}" PARENT_SCOPE)
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
 
 expect_exit(2 "no-such-dir/\\*\\.bin" --data ${WORK}/no-such-dir/*.bin --steps 1)
 file(WRITE ${WORK}/odd.bin "abc")  # 3 bytes: neither an llm.c shard nor whole uint16 tokens
