@@ -26,6 +26,7 @@
 #include "default_corpus.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
+#include "verify.hpp"
 #if defined(TRAINKIT_HAS_CUDA)
 #include "train_cuda.hpp"
 #endif
@@ -92,10 +93,10 @@ int run_sample(const train_options& o) {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
     tk::checkpoint::checkpoint_state state;
     state.tensors = model->state();  // the model's tensors only: optimizer state is not needed
-    tk::checkpoint::sync_checkpointer ckpt({o.ckpt_dir, 0});
-    if (!ckpt.load_latest(state))
+    std::vector<std::string> warnings;  // read only: a checkpointer would check it can write
+    if (!tk::checkpoint::load_latest_checkpoint(o.ckpt_dir, state, warnings))
       throw tk::config_error("--ckpt-dir " + o.ckpt_dir + ": no valid checkpoint to sample from");
-    for (const auto& w : ckpt.warnings()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
     const auto it = state.meta.find("model");
     if (it != state.meta.end() && it->second != model->config().to_string())
       throw tk::config_error("--ckpt-dir " + o.ckpt_dir + " holds model '" + it->second +
@@ -159,11 +160,13 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
                            std::to_string(mc.max_seq_len));
 
   tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
-                                         tk::data::parse_order(o.order), o.seed};
+                                         tk::data::parse_order(o.order), o.seed,
+                                         o.layout_of(o.data)};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
-                                                    tk::data::order_kind::sequential, 0});
+                                                    tk::data::order_kind::sequential, 0,
+                                                    o.layout_of(o.val)});
 
   tk::trainer_config tc = make_trainer_config(o, mc.to_string());
   tc.device_name = "cpu";
@@ -262,6 +265,9 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
   report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
   report->add_option("--svg", report_svg, "also write a chart of loss and phases per step (SVG)");
+  verify_options verify_opts;
+  auto* verify = app.add_subcommand("verify", "Check every checkpoint in a directory (CRC-32C)");
+  verify->add_option("dir", verify_opts.dir, "checkpoint directory (--ckpt-dir)")->required();
 
   try {
     app.parse(argc, argv);
@@ -280,9 +286,14 @@ int main(int argc, char** argv) {
     tk::install_stop_handlers();
     if (*prepare) return run_prepare(prep, std::cout);
     if (*report) return run_report(report_path, report_svg);
+    if (*verify) return run_verify(verify_opts, std::cout);
     return run_train(train);
   } catch (const tk::config_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    return 2;
+  } catch (const tk::data::shard_magic_error& e) {
+    std::cerr << "gpt_fineweb: error: " << e.what()
+              << "; for headerless uint16 files pass --data-format headerless_uint16\n";
     return 2;
   } catch (const tk::format_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
