@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <span>
+#include <vector>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/data/shard_format.hpp"
