@@ -34,6 +34,10 @@ pid_t spawn_child(const fs::path& dir, bool stop_on_signal = false) {
   std::string arg = dir.string();
   std::string flag = "--stop-on-signal";
   char* argv[] = {exe.data(), arg.data(), stop_on_signal ? flag.data() : nullptr, nullptr};
+  // One OpenMP thread: two spinning OpenMP threads beside the writer thread on a busy 2-core
+  // machine made a step take ~0.5 s (4 steps in 2 s against 170 with one), so the kills, 40 to
+  // 400 ms apart, came before the first save and the test measured the scheduler, not the saves.
+  ::setenv("OMP_NUM_THREADS", "1", 1);
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, environ);
   if (rc != 0) return -1;
