@@ -11,4 +11,5 @@ $sudo_cmd apt-get install -y -q --no-install-recommends \
   libeigen3-dev libboost-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libutf8proc-dev \
+  clang  `# scripts/fuzz.sh: libFuzzer + ASan/UBSan` \
   python3-venv  # scripts/conan-create.sh installs Conan from PyPI into a venv

@@ -30,6 +30,7 @@
 #include "hf_commands.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
+#include "verify.hpp"
 #if defined(TRAINKIT_HAS_CUDA)
 #include "train_cuda.hpp"
 #endif
@@ -96,10 +97,10 @@ int run_sample(const train_options& o) {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
     tk::checkpoint::checkpoint_state state;
     state.tensors = model->state();  // the model's tensors only: optimizer state is not needed
-    tk::checkpoint::sync_checkpointer ckpt({o.ckpt_dir, 0});
-    if (!ckpt.load_latest(state))
+    std::vector<std::string> warnings;  // read only: a checkpointer would check it can write
+    if (!tk::checkpoint::load_latest_checkpoint(o.ckpt_dir, state, warnings))
       throw tk::config_error("--ckpt-dir " + o.ckpt_dir + ": no valid checkpoint to sample from");
-    for (const auto& w : ckpt.warnings()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
     const auto it = state.meta.find("model");
     if (it != state.meta.end() && it->second != model->config().to_string())
       throw tk::config_error("--ckpt-dir " + o.ckpt_dir + " holds model '" + it->second +
@@ -163,11 +164,13 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
                            std::to_string(mc.max_seq_len));
 
   tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
-                                         tk::data::parse_order(o.order), o.seed};
+                                         tk::data::parse_order(o.order), o.seed,
+                                         o.layout_of(o.data)};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
-                                                    tk::data::order_kind::sequential, 0});
+                                                    tk::data::order_kind::sequential, 0,
+                                                    o.layout_of(o.val)});
 
   tk::trainer_config tc = make_trainer_config(o, mc.to_string());
   tc.device_name = "cpu";
@@ -277,6 +280,9 @@ int main(int argc, char** argv) {
   eval_command eval;
   auto* eval_sub = app.add_subcommand("eval", "Score an llm.c model file on HellaSwag");
   add_eval_options(*eval_sub, eval);
+  verify_options verify_opts;
+  auto* verify = app.add_subcommand("verify", "Check every checkpoint in a directory (CRC-32C)");
+  verify->add_option("dir", verify_opts.dir, "checkpoint directory (--ckpt-dir)")->required();
 
   try {
     app.parse(argc, argv);
@@ -298,9 +304,14 @@ int main(int argc, char** argv) {
     if (*export_hf) return run_hf_export(hf_export, std::cout);
     if (*import_hf) return run_hf_import(hf_import, std::cout);
     if (*eval_sub) return run_eval(eval, std::cout);
+    if (*verify) return run_verify(verify_opts, std::cout);
     return run_train(train);
   } catch (const tk::config_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    return 2;
+  } catch (const tk::data::shard_magic_error& e) {
+    std::cerr << "gpt_fineweb: error: " << e.what()
+              << "; for headerless uint16 files pass --data-format headerless_uint16\n";
     return 2;
   } catch (const tk::format_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what() << "\n";

@@ -100,11 +100,13 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
                            std::to_string(mc.max_seq_len));
 
   tk::data::mmap_source_config train_cfg{
-      data, o.batch, o.seq, mc.vocab_size, tk::data::parse_order(o.order), o.seed};
+      data,          o.batch, o.seq, mc.vocab_size, tk::data::parse_order(o.order),
+      o.seed,        o.layout_of(o.data)};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
-                                                    tk::data::order_kind::sequential, 0});
+                                                    tk::data::order_kind::sequential, 0,
+                                                    o.layout_of(o.val)});
 
   tk::trainer_config tc = make_trainer_config(o, mc.to_string());
   tc.device_name = model->device_name();

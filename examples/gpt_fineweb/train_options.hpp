@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <trainkit/core/error.hpp>
+#include <trainkit/data/shard_format.hpp>
 #include <trainkit/optim/adamw_config.hpp>
 #include <trainkit/optim/schedule.hpp>
 #include <trainkit/trainer/trainer.hpp>
@@ -20,6 +21,7 @@ namespace gpt_fineweb {
 
 struct train_options {
   std::string data, val;             // shard globs; empty data = embedded corpus
+  std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
   std::string model = "d2";
   int batch = 8;                     // B (micro-batch)
@@ -60,6 +62,13 @@ struct train_options {
   int top_k = 40;
   std::string vocab;         // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
+  /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
+  /// is written as llm.c shards.
+  trainkit::data::shard_layout layout_of(const std::string& glob) const {
+    return glob.empty() ? trainkit::data::shard_layout::llmc
+                        : trainkit::data::parse_shard_layout(data_format);
+  }
+
   /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
   void validate() const {
     auto positive = [](const char* flag, long long v) {
@@ -70,6 +79,9 @@ struct train_options {
     positive("--seq", seq);
     positive("--eval-batches", eval_batches);
     positive("--log-every", log_every);
+    if (threads < 0)
+      throw trainkit::config_error("--threads must be >= 0 (0 = all cores): " +
+                                   std::to_string(threads));
     if (steps < 0) throw trainkit::config_error("--steps must be >= 0: " + std::to_string(steps));
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
     if (warmup < 0) throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
@@ -97,6 +109,10 @@ struct train_options {
 inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--data", o.data, "training shards (glob of llm.c .bin files); none = embedded corpus");
   app.add_option("--val", o.val, "validation shards (glob)");
+  app.add_option("--data-format", o.data_format,
+                 "layout of --data/--val files: llmc (1 KiB header, magic 20240520) or "
+                 "headerless_uint16 (nanoGPT .bin, tokens only)")
+      ->check(CLI::IsMember({"llmc", "headerless_uint16"}));
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--model", o.model, "GPT-2 preset: d2 d6 d12 d24 d36 d48")
       ->check(CLI::IsMember({"d2", "d6", "d12", "d24", "d36", "d48"}));

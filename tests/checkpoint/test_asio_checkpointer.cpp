@@ -495,3 +495,63 @@ TEST_F(AsioCheckpointer, RealDiskFullOnASmallTmpfs) {
   EXPECT_EQ(c.take_error(), std::nullopt);
   EXPECT_EQ(listed_steps(dir), (std::vector<std::uint64_t>{3}));
 }
+
+// Disk-full soak through the writer's fault seam (runs where no tmpfs can be mounted): the disk
+// "fills" at a different byte of each save. Async: every failed save is one error and training
+// goes on; sync: the save throws io_error. In both, no temporary is left and the newest complete
+// checkpoint loads with the state it was saved with.
+TEST_F(AsioCheckpointer, DiskFullAtRandomBytesLeavesNoPartialFilesAsyncAndSync) {
+  struct seam_reset {
+    ~seam_reset() { ck::detail::simulated_disk_space = -1; }
+  } reset;
+  std::mt19937 rng(7);
+  sample_state s(1);
+  const std::uint64_t one_save = [&] {  // bytes a complete checkpoint puts on disk
+    ck::sync_checkpointer probe({root_ / "probe"});
+    probe.save(s.view(1));
+    std::uint64_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(root_ / "probe"))
+      if (e.is_regular_file()) n += e.file_size();
+    return n;
+  }();
+  std::uniform_int_distribution<std::int64_t> space(0, std::int64_t(one_save) - 1);
+
+  ck::asio_checkpointer async_ckpt({.dir = dir_});
+  ck::sync_checkpointer sync_ckpt({root_ / "sync"});
+  std::uint64_t good_step = 0;
+  sample_state good(2);
+  int async_failures = 0;
+  for (std::uint64_t step = 1; step <= 24; ++step) {
+    s.refill(unsigned(100 + step));
+    const bool full = step % 3 != 0;  // two of three saves hit a full disk
+    ck::detail::simulated_disk_space = full ? space(rng) : -1;
+    async_ckpt.save(s.view(step));
+    async_ckpt.wait();
+    if (const auto err = async_ckpt.take_error()) {
+      ++async_failures;
+      EXPECT_TRUE(full) << *err;
+      EXPECT_TRUE(contains(*err, "No space left on device")) << *err;
+    } else {
+      EXPECT_FALSE(full) << "step " << step << ": a save on a full disk succeeded";
+    }
+    ck::detail::simulated_disk_space = full ? space(rng) : -1;
+    if (full) {
+      EXPECT_THROW(sync_ckpt.save(s.view(step)), tk::io_error) << "step " << step;
+    } else {
+      sync_ckpt.save(s.view(step));
+      good_step = step;
+      good = s;
+    }
+    ck::detail::simulated_disk_space = -1;
+    EXPECT_TRUE(hidden_entries(dir_).empty()) << "step " << step;
+    EXPECT_TRUE(hidden_entries(root_ / "sync").empty()) << "step " << step;
+  }
+  EXPECT_EQ(async_failures, 16);
+  for (const fs::path& d : {dir_, root_ / "sync"}) {
+    sample_state loaded(9);
+    std::uint64_t step = 0;
+    ASSERT_TRUE(load_into(d, loaded, step)) << d;
+    EXPECT_EQ(step, good_step) << d;
+    EXPECT_TRUE(loaded == good) << d;
+  }
+}

@@ -212,11 +212,11 @@ TEST_F(CheckpointTest, TemporaryAndIncompleteDirectoriesAreIgnored) {
   sample_state good(8), newer(9);
   ck::write_checkpoint(dir_, good.view(7), 0);
   // A crashed save of step 9 that got as far as its manifest, still under the hidden name.
-  const fs::path crashed = ck::write_checkpoint(root_ / "other", newer.view(9), 0);
-  fs::rename(crashed, dir_ / ".tmp.step_00000009");
   // A complete-looking name without a manifest, a badly named one, and a stray file.
   const fs::path no_manifest = ck::write_checkpoint(dir_, newer.view(8), 0);
   fs::remove(no_manifest / "manifest.json");
+  const fs::path crashed = ck::write_checkpoint(root_ / "other", newer.view(9), 0);
+  fs::rename(crashed, dir_ / ".tmp.step_00000009");
   fs::create_directory(dir_ / "step_11");
   write_file(dir_ / "step_00000010", "not a directory");
   EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{7});
@@ -227,20 +227,64 @@ TEST_F(CheckpointTest, TemporaryAndIncompleteDirectoriesAreIgnored) {
   ASSERT_TRUE(c.load_latest(into));
   EXPECT_EQ(into.step, 7u);
   EXPECT_TRUE(loaded.same_as(good));
-  EXPECT_TRUE(c.warnings().empty());
+  ASSERT_EQ(c.warnings().size(), 1u);  // the crashed save's directory, removed at construction
+  EXPECT_TRUE(contains(c.warnings()[0], ".tmp.step_00000009")) << c.warnings()[0];
 }
 
-TEST_F(CheckpointTest, StaleTemporaryDirectoriesOfOlderStepsAreCleanedUp) {
-  sample_state s(11);
+TEST_F(CheckpointTest, StaleTemporariesAreRemovedBeforeASaveAndOnlyTrainkitsOwn) {
+  sample_state s(11), old(12);
   fs::create_directories(dir_ / ".tmp.step_00000001");
-  fs::create_directories(dir_ / ".tmp.step_00000009");
+  fs::create_directories(dir_ / ".tmp.step_00000009");  // saves are serial: nothing is running
   fs::create_directories(dir_ / ".tmp.replaced.step_00000001");
   fs::create_directories(dir_ / ".tmp.delete.step_00000000");
+  // A crash between moving step 5 aside and renaming its new copy in: the only copy of step 5.
+  const fs::path five = ck::write_checkpoint(dir_, old.view(5), 0);
+  fs::rename(five, dir_ / ".tmp.replaced.step_00000005");
+  // Not trainkit's names: left alone.
+  for (const char* foreign : {".tmp.notes", ".tmp.step_12", ".tmp.delete.x", "tmp.step_00000003"})
+    fs::create_directories(dir_ / foreign);
   ck::write_checkpoint(dir_, s.view(2), 0);
-  EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000001"));
-  EXPECT_FALSE(fs::exists(dir_ / ".tmp.replaced.step_00000001"));
-  EXPECT_FALSE(fs::exists(dir_ / ".tmp.delete.step_00000000"));
-  EXPECT_TRUE(fs::exists(dir_ / ".tmp.step_00000009")) << "a newer save may still be running";
+  for (const char* gone :
+       {".tmp.step_00000001", ".tmp.step_00000009", ".tmp.replaced.step_00000001",
+        ".tmp.delete.step_00000000", ".tmp.replaced.step_00000005"})
+    EXPECT_FALSE(fs::exists(dir_ / gone)) << gone;
+  for (const char* foreign : {".tmp.notes", ".tmp.step_12", ".tmp.delete.x", "tmp.step_00000003"})
+    EXPECT_TRUE(fs::exists(dir_ / foreign)) << foreign;
+  EXPECT_EQ(listed_steps(dir_), (std::vector<std::uint64_t>{2, 5}));
+  sample_state back(13);
+  auto into = back.view(0);
+  ck::load_checkpoint(dir_ / "step_00000005", into);
+  EXPECT_TRUE(back.same_as(old));
+}
+
+TEST_F(CheckpointTest, ConstructingACheckpointerRemovesStaleTemporariesWithAWarning) {
+  fs::create_directories(dir_ / ".tmp.step_00000004" / "deep");
+  write_file(dir_ / ".tmp.step_00000004" / "deep" / "tensors.bin", "partial");
+  ck::sync_checkpointer c({.dir = dir_});
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000004"));
+  ASSERT_EQ(c.warnings().size(), 1u);
+  EXPECT_TRUE(contains(c.warnings()[0], ".tmp.step_00000004")) << c.warnings()[0];
+}
+
+TEST_F(CheckpointTest, AFailedSaveRemovesItsOwnTemporaryDirectory) {
+  sample_state s(14);
+  ck::write_checkpoint(dir_, s.view(1), 0);
+  auto state = s.view(2);
+  state.tensors[0].data = nullptr;  // rejected before anything is written
+  EXPECT_THROW(ck::write_checkpoint(dir_, state, 0), tk::config_error);
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000002"));
+  // The disk fills up 100 bytes into tensors.bin (the writer's fault seam): the half-written
+  // directory must go with the error, leaving step 1 the newest complete checkpoint.
+  ck::detail::simulated_disk_space = 100;
+  try {
+    ck::write_checkpoint(dir_, s.view(3), 0);
+    ADD_FAILURE() << "the full disk went unnoticed";
+  } catch (const tk::io_error& e) {
+    EXPECT_TRUE(contains(e.what(), "No space left")) << e.what();
+  }
+  ck::detail::simulated_disk_space = -1;
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000003"));
+  EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{1});
 }
 
 TEST_F(CheckpointTest, FlippedByteIsACrcErrorAndResumeFallsBack) {
@@ -314,18 +358,36 @@ TEST_F(CheckpointTest, MalformedManifestsNameTheManifest) {
   const fs::path p = ck::write_checkpoint(dir_, s.view(6), 0);
   const fs::path manifest_path = p / "manifest.json";
   const std::string good = ck::manifest_to_json(ck::read_manifest(manifest_path));
+  // Edits `good` and gives it a matching checksum, so the field checks behind it are reached.
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     const auto at = text.find(from);
     EXPECT_NE(at, std::string::npos) << from;
-    return text.replace(at, from.size(), to);
+    text.replace(at, from.size(), to);
+    const std::string marker = ",\n  \"manifest_crc32c\": ";
+    text.resize(text.rfind(marker));
+    return text + marker + std::to_string(tk::crc32c(text.data(), text.size())) + "\n}\n";
+  };
+  auto edited_without_checksum = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    return text.replace(text.find(from), from.size(), to);
+  };
+  auto without_checksum = [&] {
+    std::string text = good;
+    text.resize(text.rfind(",\n  \"manifest_crc32c\""));
+    return text + "\n}\n";
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{ not json", "line"},
       {"", "line 1"},
       {"[1, 2]", "missing \"format\""},
       {replaced("trainkit-checkpoint", "other-format"), "other-format"},
-      {replaced("\"version\": 1", "\"version\": 2"), "version 2"},
+      {replaced("\"version\": 2", "\"version\": 3"), "version 3"},
+      {replaced("\"version\": 2", "\"version\": 0"), "version 0"},
+      {edited_without_checksum("\"offset\": 0", "\"offset\": 64"), "checksum mismatch"},
+      {edited_without_checksum("\"data.ids\"", "\"data.idz\""), "checksum mismatch"},
+      {without_checksum(), "no \"manifest_crc32c\""},
+      {good + " ", "must be the last member"},
       {replaced("\"step\": 6", "\"step\": -6"), "\"step\""},
       {replaced("\"step\": 6", "\"step\": 7"), "says step 7"},
       {replaced("\"tensors\"", "\"tensor_list\""), "missing \"tensors\""},
@@ -403,6 +465,20 @@ TEST_F(CheckpointTest, NoValidCheckpointReturnsFalseAndLeavesStateAlone) {
   EXPECT_TRUE(empty.warnings().empty());
 }
 
+// Version 1 manifests (before the manifest checksum) still load: their tensors carry CRCs.
+TEST_F(CheckpointTest, VersionOneManifestWithoutChecksumStillLoads) {
+  sample_state s(22), into_buffers(23);
+  const fs::path p = ck::write_checkpoint(dir_, s.view(6), 0);
+  std::string text = ck::detail::read_text_file(p / "manifest.json");
+  text.resize(text.rfind(",\n  \"manifest_crc32c\""));
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 1");
+  write_file(p / "manifest.json", text + "\n}\n");
+  EXPECT_EQ(ck::read_manifest(p / "manifest.json").version, 1);
+  auto into = into_buffers.view(0);
+  ck::load_checkpoint(p, into);
+  EXPECT_TRUE(into_buffers.same_as(s));
+}
+
 TEST_F(CheckpointTest, UnwritableDirectoryIsAnIoErrorNamingThePath) {
   // Root ignores permission bits, so use a path that runs through a regular file.
   write_file(root_ / "file", "x");
@@ -415,8 +491,18 @@ TEST_F(CheckpointTest, UnwritableDirectoryIsAnIoErrorNamingThePath) {
     EXPECT_TRUE(contains(e.what(), impossible.string())) << e.what();
     EXPECT_TRUE(contains(e.what(), "Not a directory")) << e.what();
   }
-  ck::sync_checkpointer c({.dir = impossible});
-  EXPECT_THROW(c.save(s.view(1)), tk::io_error);
+  // The checkpointer says so when it is made, before any training step.
+  try {
+    ck::sync_checkpointer c({.dir = impossible});
+    ADD_FAILURE() << "an unwritable directory was accepted";
+  } catch (const tk::io_error& e) {
+    EXPECT_TRUE(contains(e.what(), impossible.string())) << e.what();
+  }
+  EXPECT_THROW(ck::check_checkpoint_dir_writable("/proc/trainkit_no_such_ckpt"), tk::io_error);
+  EXPECT_NO_THROW(ck::check_checkpoint_dir_writable(root_ / "not" / "yet" / "made"));
+  EXPECT_FALSE(fs::exists(root_ / "not")) << "the check creates nothing";
+  for (const auto& e : fs::directory_iterator(root_))
+    EXPECT_FALSE(contains(e.path().filename().string(), "probe")) << e.path();
   EXPECT_THROW(ck::list_checkpoints(root_ / "file"), tk::io_error);
 }
 

@@ -51,17 +51,18 @@ std::vector<recorded_batch> take(Source& s, int n) {
 
 class MmapSource : public temp_dir_test {
  protected:
-  // Writes shards with the given token counts; odd-numbered ones headerless when asked.
-  std::string make_shards(const std::vector<std::size_t>& sizes, bool mix_headerless = false) {
+  // Writes shards with the given token counts, all headerless when asked.
+  std::string make_shards(const std::vector<std::size_t>& sizes, bool headerless = false,
+                          const std::string& stem = "train_") {
     for (std::size_t s = 0; s < sizes.size(); ++s) {
       const auto t = known_tokens(s, sizes[s]);
-      const std::string name = "train_" + std::to_string(100 + s) + ".bin";
-      if (mix_headerless && s % 2 == 1)
+      const std::string name = stem + std::to_string(100 + s) + ".bin";
+      if (headerless)
         write_bytes(name, t.data(), t.size() * 2);
       else
         td::write_shard(path(name), t);
     }
-    return path("train_*.bin");
+    return path(stem + "*.bin");
   }
 };
 
@@ -70,7 +71,7 @@ class MmapSource : public temp_dir_test {
 TEST_F(MmapSource, SequentialMatchesLlmcOrderAcrossShardsAndEpochs) {
   const std::vector<std::size_t> sizes = {1000, 777, 2050};
   const int B = 3, T = 16;
-  td::mmap_token_source src({make_shards(sizes, true), B, T, 50257});
+  td::mmap_token_source src({make_shards(sizes), B, T, 50257});
   EXPECT_EQ(src.num_shards(), 3u);
   EXPECT_EQ(src.total_tokens(), 1000u + 777u + 2050u);
 
@@ -375,5 +376,27 @@ TEST(Order, ParseNamesTheBadValue) {
     FAIL();
   } catch (const tk::config_error& e) {
     EXPECT_NE(std::string(e.what()).find("shuffled"), std::string::npos);
+  }
+}
+
+TEST_F(MmapSource, HeaderlessShardsOnlyWithTheirLayoutAndThenTheSameBatches) {
+  const std::vector<std::size_t> sizes = {1000, 777};
+  const std::string llmc = make_shards(sizes, false, "a_");
+  const std::string raw = make_shards(sizes, true, "b_");
+  td::mmap_source_config cfg{raw, 2, 16, 50257};
+  try {
+    td::mmap_token_source bad(cfg);
+    ADD_FAILURE() << "headerless shards were read as llm.c shards";
+  } catch (const td::shard_magic_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path("b_100.bin")), std::string::npos) << e.what();
+  }
+  cfg.layout = td::shard_layout::headerless_uint16;
+  td::mmap_token_source headerless(cfg);
+  td::mmap_token_source headered({llmc, 2, 16, 50257});
+  EXPECT_EQ(headerless.total_tokens(), headered.total_tokens());
+  const auto a = take(headerless, 50), b = take(headered, 50);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].inputs, b[i].inputs) << i;
+    ASSERT_EQ(a[i].targets, b[i].targets) << i;
   }
 }

@@ -1,4 +1,5 @@
-// Tests for trainkit/data/shard_format.hpp: the llm.c header layout, headerless nanoGPT files,
+// Tests for trainkit/data/shard_format.hpp: the llm.c header layout, headerless nanoGPT files
+// (only when asked for),
 // atomic writes, and that every malformed file is rejected with the right exception type and a
 // message naming the file and the reason.
 #include <gtest/gtest.h>
@@ -98,20 +99,47 @@ TEST_F(ShardFormat, EmptyShardIsValid) {
   EXPECT_TRUE(td::read_shard_header(p).has_header);
 }
 
-TEST_F(ShardFormat, HeaderlessNanoGptFile) {
+TEST_F(ShardFormat, HeaderlessNanoGptFileWhenAskedFor) {
   const auto tokens = random_tokens(777, 5);
   const std::string p = write_bytes("nanogpt.bin", tokens.data(), tokens.size() * 2);
-  const td::shard_header h = td::read_shard_header(p);
+  const td::shard_header h = td::read_shard_header(p, td::shard_layout::headerless_uint16);
   EXPECT_FALSE(h.has_header);
   EXPECT_EQ(h.token_count, 777u);
   EXPECT_EQ(h.data_offset, 0u);
-  EXPECT_EQ(td::read_shard(p), tokens);
+  EXPECT_EQ(td::read_shard(p, 65536, td::shard_layout::headerless_uint16), tokens);
 }
 
 TEST_F(ShardFormat, HeaderlessFileOfOneToken) {
   const std::uint16_t t = 42;
   const std::string p = write_bytes("one.bin", &t, 2);
-  EXPECT_EQ(td::read_shard(p), std::vector<std::uint16_t>{42});
+  EXPECT_EQ(td::read_shard(p, 65536, td::shard_layout::headerless_uint16),
+            std::vector<std::uint16_t>{42});
+}
+
+// The guess this replaced read any file without the magic as tokens: a foreign or headerless
+// file read as llm.c must be refused, naming the file and the int32 found.
+TEST_F(ShardFormat, FileWithoutMagicIsNotGuessedHeaderless) {
+  const auto tokens = random_tokens(777, 5);
+  const std::string p = write_bytes("nanogpt.bin", tokens.data(), tokens.size() * 2);
+  std::int32_t first;
+  std::memcpy(&first, tokens.data(), 4);
+  expect_error<td::shard_magic_error>(
+      [&] { td::read_shard(p); },
+      {p, "not an llm.c token shard", std::to_string(first), "20240520", "headerless_uint16"});
+}
+
+TEST_F(ShardFormat, HeaderedShardOpenedAsHeaderlessIsRefused) {
+  const std::string p = path("s.bin");
+  td::write_shard(p, random_tokens(10, 9));
+  expect_error<tk::format_error>(
+      [&] { td::read_shard(p, 65536, td::shard_layout::headerless_uint16); },
+      {p, "shard magic", "open it as llmc"});
+}
+
+TEST_F(ShardFormat, ParseShardLayoutNamesTheBadValue) {
+  EXPECT_EQ(td::parse_shard_layout("llmc"), td::shard_layout::llmc);
+  EXPECT_EQ(td::parse_shard_layout("headerless_uint16"), td::shard_layout::headerless_uint16);
+  expect_error<tk::config_error>([] { td::parse_shard_layout("raw"); }, {"'raw'"});
 }
 
 TEST_F(ShardFormat, MissingFileIsIoError) {
@@ -159,13 +187,16 @@ TEST_F(ShardFormat, BigEndianMagicIsNamed) {
 TEST_F(ShardFormat, OddSizedHeaderlessFile) {
   const char bytes[5] = {1, 0, 2, 0, 3};
   const std::string p = write_bytes("odd.bin", bytes, 5);
-  expect_error<tk::format_error>([&] { td::read_shard(p); }, {p, "odd size 5"});
+  expect_error<tk::format_error>(
+      [&] { td::read_shard(p, 65536, td::shard_layout::headerless_uint16); }, {p, "odd size 5"});
 }
 
 TEST_F(ShardFormat, TinyFiles) {
   const char one = 7;
   const std::string p1 = write_bytes("one_byte.bin", &one, 1);
   expect_error<tk::format_error>([&] { td::read_shard(p1); }, {p1, "too small"});
+  expect_error<tk::format_error>(
+      [&] { td::read_shard(p1, 65536, td::shard_layout::headerless_uint16); }, {p1, "too small"});
   const std::string p0 = write_bytes("zero.bin", &one, 0);
   expect_error<tk::format_error>([&] { td::read_shard(p0); }, {p0, "too small"});
 }

@@ -12,11 +12,52 @@ include(${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
 expect_exit(2 "no-such-dir/\\*\\.bin" --data ${WORK}/no-such-dir/*.bin --steps 1)
 file(WRITE ${WORK}/odd.bin "abc")  # 3 bytes: neither an llm.c shard nor whole uint16 tokens
 expect_exit(2 "odd\\.bin" --data ${WORK}/odd.bin --steps 1)
+# A file without the llm.c magic is not guessed to be headerless tokens: exit 2, the file and the
+# flag named, and nothing written (no metrics, no checkpoint directory).
+string(REPEAT "ab" 600 junk)  # 1200 bytes: even-sized, first int32 0x62616261
+file(WRITE ${WORK}/foreign.bin "${junk}")
+expect_exit(2 "foreign\\.bin.*1650549345.*--data-format headerless_uint16" --data ${WORK}/foreign.bin
+            --steps 1 --metrics ${WORK}/foreign.jsonl --ckpt-mode sync --ckpt-dir ${WORK}/foreign_ckpt)
+foreach(written foreign.jsonl foreign_ckpt)
+  if(EXISTS ${WORK}/${written})
+    string(APPEND failures "a rejected shard still wrote ${written}\n")
+  endif()
+endforeach()
+# The same bytes are 600 tokens (id 25185) when the user says they are headerless.
+expect_exit(0 "" --data ${WORK}/foreign.bin --data-format headerless_uint16 --val ${WORK}/foreign.bin
+            --batch 2 --seq 16 --steps 1 --eval-every 0 --eval-batches 1 --no-progress)
 expect_exit(2 "--batch" --batch 0 --steps 1)
+expect_exit(2 "--threads must be >= 0" --threads -3 --steps 1)
 expect_exit(2 "--total-batch-tokens" --total-batch-tokens 100 --steps 1)
 expect_exit(2 "--model" --model d7)
 expect_exit(2 "--sample needs a trained model" --sample 3)
 expect_exit(2 "missing-model\\.bin" --init-from ${WORK}/missing-model.bin --steps 1)
+
+# An unwritable --ckpt-dir fails before step 1 (no metrics line), not at the first save.
+file(WRITE ${WORK}/plain_file "x")
+expect_exit(2 "plain_file/sub" --steps 2 --ckpt-mode sync --ckpt-dir ${WORK}/plain_file/sub
+            --metrics ${WORK}/unwritable.jsonl --eval-every 0 --no-progress)
+if(EXISTS ${WORK}/unwritable.jsonl)
+  string(APPEND failures "an unwritable --ckpt-dir was found only after training started\n")
+endif()
+
+# verify: every checkpoint checked; one corrupt of two still exits 0, none valid exits 2.
+expect_exit(0 "" --steps 2 --ckpt-every 1 --ckpt-mode sync --ckpt-dir ${WORK}/ck --eval-every 0
+            --no-progress)
+expect_exit(0 "" verify ${WORK}/ck)
+if(NOT last_output MATCHES "step_00000001  valid.*step_00000002  valid.*2 of 2 checkpoints valid")
+  string(APPEND failures "verify of a good directory printed:\n${last_output}\n")
+endif()
+file(READ ${WORK}/ck/step_00000002/manifest.json manifest)
+string(REPLACE "\"step\": 2" "\"step\": 3" manifest "${manifest}")
+file(WRITE ${WORK}/ck/step_00000002/manifest.json "${manifest}")
+expect_exit(0 "" verify ${WORK}/ck)
+if(NOT last_output MATCHES "step_00000002  INVALID.*checksum mismatch.*1 of 2 checkpoints valid; resume would use step_00000001")
+  string(APPEND failures "verify with a damaged manifest printed:\n${last_output}\n")
+endif()
+file(WRITE ${WORK}/ck/step_00000001/tensors.bin "short")
+expect_exit(2 "ck holds no valid checkpoint" verify ${WORK}/ck)
+expect_exit(2 "not a checkpoint directory" verify ${WORK}/no-such-ckpt)
 
 # Train briefly on the embedded corpus, export, then sample from the exported file.
 expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin)

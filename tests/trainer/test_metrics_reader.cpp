@@ -98,6 +98,20 @@ TEST(MetricsReader, BadLineInTheMiddleIsAnError) {
                tk::format_error);
 }
 
+// Found by fuzz_metrics_reader: a negative, fractional or huge step was cast to uint64 (UB).
+TEST(MetricsReader, StepAndTokensMustBeNonNegativeIntegers) {
+  for (const char* bad : {"-1", "1.5", "1e30"}) {
+    try {
+      parse(std::string("{\"step\":") + bad + ",\"dt_ms\":1}\n{\"step\":9,\"dt_ms\":1}\n");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const tk::format_error& e) {
+      EXPECT_NE(std::string(e.what()).find("m.jsonl:1: \"step\""), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse("{\"step\":1,\"tokens\":-5,\"dt_ms\":1}\n{\"step\":2,\"dt_ms\":1}\n"),
+               tk::format_error);
+}
+
 TEST(MetricsReader, CutOffTellsTruncationFromGarbage) {
   using tk::detail::json_parse_status;
   const std::string line = "{\"step\":12,\"lr\":-6e-04,\"loss\":null,\"x\":\"a\\\"b\",\"t\":true}";

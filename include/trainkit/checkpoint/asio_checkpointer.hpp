@@ -125,7 +125,7 @@ class basic_asio_checkpointer {
   /// Whether a save is still being written (does not block).
   bool in_flight() const { return impl_->in_flight(); }
 
-  /// One line per checkpoint `load_latest` skipped, for the trainer to print.
+  /// One line per checkpoint `load_latest` skipped or stale temporary removed, to print.
   const std::vector<std::string>& warnings() const noexcept { return impl_->warnings; }
   void clear_warnings() noexcept { impl_->warnings.clear(); }
 
@@ -138,6 +138,9 @@ class basic_asio_checkpointer {
   struct impl {
     impl(asio_checkpointer_config c, Stager s) : config(std::move(c)), stager_policy(std::move(s)) {
       config.validate();
+      for (const auto& name : prepare_checkpoint_dir(config.dir))
+        warnings.push_back("removed " + name + " left in " + config.dir.string() +
+                           " by an earlier run's interrupted save");
     }
     impl(const impl&) = delete;
     impl& operator=(const impl&) = delete;
@@ -284,8 +287,8 @@ class basic_asio_checkpointer {
       } catch (...) {
         what = "unknown error";
       }
-      // Disk full must not stay full of our own wreck: remove the half-written directory so the
-      // next save has the space (write_checkpoint prunes such wrecks only on success).
+      // write_checkpoint removes its own half-written directory; this also covers a failure
+      // raised by the before_write hook after it created one.
       std::error_code ec;
       std::filesystem::remove_all(config.dir / (std::string(temporary_prefix) + name), ec);
       return failure_text(what);

@@ -4,9 +4,12 @@
 // A checkpoint is a directory `step_00000012` holding `tensors.bin` (tensors back to back, each
 // starting at a multiple of 64 bytes so it can be mapped and read with aligned vector loads) and
 // `manifest.json`, which names every tensor with dtype, shape, byte offset, size and CRC-32C. The
-// manifest is written last, so its presence marks a complete directory. Library headers may not
-// depend on a JSON library, so the writer is hand-written for this one schema and the reader uses
-// Boost.PropertyTree's JSON parser, checking every field's type and range itself.
+// manifest is written last, so its presence marks a complete directory. Since version 2 the
+// manifest ends with `"manifest_crc32c"`, the CRC-32C of every byte before that member, so a
+// manifest damaged on disk (or edited by hand) is refused rather than trusted; version 1
+// manifests (no checksum) still load, their tensors being checked by their own CRCs. Library
+// headers may not depend on a JSON library, so the writer is hand-written for this one schema and
+// the reader uses Boost.PropertyTree's JSON parser, checking every field's type and range itself.
 #pragma once
 
 // Boost 1.74's JSON parser includes the deprecated <boost/bind.hpp>, which prints a #pragma
@@ -39,13 +42,15 @@
 #include <vector>
 
 #include "trainkit/checkpoint/detail/posix_file.hpp"
+#include "trainkit/core/crc32c.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
 
 namespace trainkit::checkpoint {
 
 inline constexpr std::string_view format_magic = "trainkit-checkpoint";
-inline constexpr int format_version = 1;
+inline constexpr int format_version = 2;             // what this build writes
+inline constexpr int oldest_format_version = 1;      // the oldest it reads (no manifest checksum)
 inline constexpr std::size_t tensor_alignment = 64;  // bytes; a cache line and an AVX-512 vector
 inline constexpr std::string_view tensors_file_name = "tensors.bin";
 inline constexpr std::string_view manifest_file_name = "manifest.json";
@@ -84,6 +89,7 @@ struct manifest_entry {
 };
 
 struct manifest {
+  int version = format_version;  // as read; version 1 manifests carry no checksum of their own
   std::uint64_t step = 0;
   std::map<std::string, std::string> meta;
   std::vector<manifest_entry> tensors;  // in file order
@@ -147,6 +153,9 @@ inline void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// What precedes the manifest's own checksum; the CRC covers the bytes before this marker.
+inline constexpr std::string_view manifest_crc_marker = ",\n  \"manifest_crc32c\": ";
+
 }  // namespace detail
 
 /// The manifest as JSON, one tensor per line so `cat manifest.json` stays readable.
@@ -181,7 +190,10 @@ inline std::string manifest_to_json(const manifest& m) {
     out += ", \"bytes\": " + std::to_string(t.bytes);
     out += ", \"crc32c\": " + std::to_string(t.crc32c) + "}";
   }
-  out += m.tensors.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  out += m.tensors.empty() ? "]" : "\n  ]";
+  // The checksum covers every byte before its own member, so it is checked on the raw text.
+  const std::uint32_t crc = crc32c(out.data(), out.size());
+  out += std::string(detail::manifest_crc_marker) + std::to_string(crc) + "\n}\n";
   return out;
 }
 
@@ -235,10 +247,13 @@ class manifest_reader {
 
 }  // namespace detail
 
-/// Parses and checks a manifest's JSON; `source` (the file path) is named in every format_error.
-/// Checks: magic and version; integer fields; known dtypes; bytes = numel·dtype size; offsets
-/// 64-byte aligned, in increasing order and not overlapping; unique tensor names.
-inline manifest parse_manifest(const std::string& json, const std::string& source) {
+namespace detail {
+
+enum class manifest_checksum { verify, skip };
+
+/// The parser behind parse_manifest; `skip` exists for fuzzing the fields behind the checksum.
+inline manifest parse_manifest(const std::string& json, const std::string& source,
+                               manifest_checksum checksum) {
   using detail::ptree;
   detail::manifest_reader r(source);
   ptree root;
@@ -254,11 +269,25 @@ inline manifest parse_manifest(const std::string& json, const std::string& sourc
     r.fail("\"format\" is '" + magic + "', expected '" + std::string(format_magic) + "'");
   const auto version =
       r.unsigned_number<std::uint64_t>(r.child(root, "version", "top level"), "\"version\"");
-  if (version != std::uint64_t(format_version))
-    r.fail("unsupported version " + std::to_string(version) + " (this build reads version " +
-           std::to_string(format_version) + ")");
+  if (version < std::uint64_t(oldest_format_version) || version > std::uint64_t(format_version))
+    r.fail("unsupported version " + std::to_string(version) + " (this build reads versions " +
+           std::to_string(oldest_format_version) + " to " + std::to_string(format_version) + ")");
+  if (version >= 2 && checksum == manifest_checksum::verify) {
+    const std::size_t at = json.rfind(manifest_crc_marker);
+    if (at == std::string::npos)
+      r.fail("no \"manifest_crc32c\" (a version 2 manifest ends with it)");
+    const std::string tail = json.substr(at + manifest_crc_marker.size());
+    const std::size_t digits = tail.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string::npos || tail.substr(digits) != "\n}\n")
+      r.fail("\"manifest_crc32c\" must be the last member, an unsigned integer");
+    const auto stored = r.unsigned_number<std::uint32_t>(
+        r.child(root, "manifest_crc32c", "top level"), "\"manifest_crc32c\"");
+    if (stored != crc32c(json.data(), at))
+      r.fail("manifest checksum mismatch (the file was damaged or edited)");
+  }
 
   manifest m;
+  m.version = int(version);
   m.step = r.unsigned_number<std::uint64_t>(r.child(root, "step", "top level"), "\"step\"");
   const ptree& meta = r.child(root, "meta", "top level");
   if (meta.empty() && !meta.data().empty()) r.fail("\"meta\" must be an object");
@@ -308,6 +337,16 @@ inline manifest parse_manifest(const std::string& json, const std::string& sourc
     m.tensors.push_back(std::move(e));
   }
   return m;
+}
+
+}  // namespace detail
+
+/// Parses and checks a manifest's JSON; `source` (the file path) is named in every format_error.
+/// Checks: magic and version; for version 2 the manifest's own CRC-32C; integer fields; known
+/// dtypes; bytes = numel·dtype size; offsets 64-byte aligned, in increasing order and not
+/// overlapping; unique tensor names.
+inline manifest parse_manifest(const std::string& json, const std::string& source) {
+  return detail::parse_manifest(json, source, detail::manifest_checksum::verify);
 }
 
 /// Reads and parses `path` (a manifest.json); io_error when unreadable, format_error when bad.

@@ -51,6 +51,39 @@ inline std::uint32_t file_crc(posix_file& f, std::uint64_t offset, std::uint64_t
   return crc;
 }
 
+// tensors.bin has the size `m` implies and every tensor's CRC-32C matches; format_error naming
+// `where` (and the tensor) otherwise.
+inline void verify_tensors_file(const std::string& where, posix_file& data, const manifest& m) {
+  const std::uint64_t size = data.size();
+  if (size != m.data_size())
+    throw format_error(where + ": " + std::string(tensors_file_name) + " is " +
+                       std::to_string(size) + " bytes but the manifest describes " +
+                       std::to_string(m.data_size()) +
+                       (size < m.data_size() ? " (truncated)" : ""));
+  std::vector<std::byte> buffer(
+      std::size_t(std::min<std::uint64_t>(read_chunk_bytes, std::max<std::uint64_t>(size, 1))));
+  for (const auto& e : m.tensors) {
+    if (file_crc(data, e.offset, e.bytes, buffer) != e.crc32c)
+      throw format_error(where + ": CRC-32C mismatch in tensor '" + e.name + "' (corrupt " +
+                         std::string(tensors_file_name) + ")");
+  }
+}
+
+// The manifest of checkpoint directory `ckpt`, checked against the directory's step.
+inline manifest read_checkpoint_manifest(const std::filesystem::path& ckpt,
+                                         const std::string& where) {
+  const std::filesystem::path manifest_path = ckpt / manifest_file_name;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(manifest_path, ec))
+    throw format_error(where + " has no " + std::string(manifest_file_name));
+  manifest m = read_manifest(manifest_path);
+  if (const auto named = parse_step_dir_name(ckpt.filename().string()); named && *named != m.step)
+    throw format_error("checkpoint manifest '" + manifest_path.string() + "' says step " +
+                       std::to_string(m.step) + " but its directory is step " +
+                       std::to_string(*named));
+  return m;
+}
+
 inline void check_loadable(const checkpoint_state& state) {
   for (const auto& t : state.tensors) {
     if (t.on_device)
@@ -74,15 +107,7 @@ inline void check_loadable(const checkpoint_state& state) {
 inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state& state) {
   detail::check_loadable(state);
   const std::string where = "checkpoint '" + ckpt.string() + "'";
-  const std::filesystem::path manifest_path = ckpt / manifest_file_name;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(manifest_path, ec))
-    throw format_error(where + " has no " + std::string(manifest_file_name));
-  const manifest m = read_manifest(manifest_path);
-  if (const auto named = parse_step_dir_name(ckpt.filename().string()); named && *named != m.step)
-    throw format_error("checkpoint manifest '" + manifest_path.string() + "' says step " +
-                       std::to_string(m.step) + " but its directory is step " +
-                       std::to_string(*named));
+  const manifest m = detail::read_checkpoint_manifest(ckpt, where);
 
   std::vector<const manifest_entry*> sources;
   for (const auto& t : state.tensors) {
@@ -99,22 +124,8 @@ inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state&
     sources.push_back(e);
   }
 
-  const std::filesystem::path data_path = ckpt / tensors_file_name;
-  detail::posix_file data = detail::posix_file::open_read(data_path);
-  const std::uint64_t size = data.size();
-  if (size != m.data_size())
-    throw format_error(where + ": " + std::string(tensors_file_name) + " is " +
-                       std::to_string(size) + " bytes but the manifest describes " +
-                       std::to_string(m.data_size()) +
-                       (size < m.data_size() ? " (truncated)" : ""));
-
-  std::vector<std::byte> buffer(std::size_t(
-      std::min<std::uint64_t>(detail::read_chunk_bytes, std::max<std::uint64_t>(size, 1))));
-  for (const auto& e : m.tensors) {
-    if (detail::file_crc(data, e.offset, e.bytes, buffer) != e.crc32c)
-      throw format_error(where + ": CRC-32C mismatch in tensor '" + e.name + "' (corrupt " +
-                         std::string(tensors_file_name) + ")");
-  }
+  detail::posix_file data = detail::posix_file::open_read(ckpt / tensors_file_name);
+  detail::verify_tensors_file(where, data, m);
   for (std::size_t i = 0; i < state.tensors.size(); ++i) {
     const state_tensor& t = state.tensors[i];
     const manifest_entry& e = *sources[i];
@@ -125,6 +136,19 @@ inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state&
   data.close();
   state.step = m.step;
   state.meta = m.meta;
+}
+
+/// Checks the checkpoint directory `ckpt` without loading it: the manifest (fields and, for
+/// version 2, its own checksum), its step against the directory name, tensors.bin's size and every
+/// tensor's CRC-32C. Returns the manifest; format_error / io_error naming the problem otherwise.
+/// Reads the whole of tensors.bin; writes nothing.
+inline manifest verify_checkpoint(const std::filesystem::path& ckpt) {
+  const std::string where = "checkpoint '" + ckpt.string() + "'";
+  manifest m = detail::read_checkpoint_manifest(ckpt, where);
+  detail::posix_file data = detail::posix_file::open_read(ckpt / tensors_file_name);
+  detail::verify_tensors_file(where, data, m);
+  data.close();
+  return m;
 }
 
 /// Loads the newest intact checkpoint under `dir` into `state`. A corrupt or unreadable one

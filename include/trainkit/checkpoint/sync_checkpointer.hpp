@@ -40,8 +40,14 @@ class sync_checkpointer {
   /// Host tensors only: compose with host_staged_checkpointer for a device model.
   static constexpr bool reads_device_memory = false;
 
+  /// Checks that the directory is writable and removes crashed saves' temporaries there
+  /// (prepare_checkpoint_dir; each removal adds a line to `warnings()`), so a bad directory
+  /// fails before training starts. To only read checkpoints use load_latest_checkpoint.
   explicit sync_checkpointer(sync_checkpointer_config config) : config_(std::move(config)) {
     config_.validate();
+    for (const auto& name : prepare_checkpoint_dir(config_.dir))
+      warnings_.push_back("removed " + name + " left in " + config_.dir.string() +
+                          " by an earlier run's interrupted save");
   }
 
   /// Writes `state` as `dir/step_<state.step>` before returning (see write_checkpoint).
@@ -66,7 +72,7 @@ class sync_checkpointer {
 
   double last_stall_ms() const noexcept { return last_stall_ms_; }
 
-  /// One line per checkpoint `load_latest` skipped, for the trainer to print.
+  /// One line per checkpoint `load_latest` skipped or stale temporary removed, to print.
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   void clear_warnings() noexcept { warnings_.clear(); }
 

@@ -5,17 +5,29 @@
 // A crash at any point leaves either no `step_N` or a complete one, so resume never sees half a
 // checkpoint. Only after the rename are checkpoints beyond the newest `keep_last` removed, each
 // first renamed to a hidden name so a crash mid-deletion cannot leave a listed, half-deleted
-// directory. `write_checkpoint` is a free function so the synchronous checkpointer and the
-// asynchronous one (which runs it on a worker thread over a host snapshot) share it.
+// directory. A save that fails removes its own temporary directory before the error leaves
+// `write_checkpoint`, so a full disk does not stay full of trainkit's wreck; the wrecks of
+// processes that died mid-save (`.tmp.step_N`, `.tmp.delete.step_N`, `.tmp.replaced.step_N`,
+// only these names) are removed before every save and when a checkpointer is constructed
+// (`prepare_checkpoint_dir`, which also checks that the directory can be written, so a bad
+// --ckpt-dir fails before step 1 rather than at the first save). `write_checkpoint` is a free
+// function so the synchronous checkpointer and the asynchronous one (which runs it on a worker
+// thread over a host snapshot) share it.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <set>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -104,26 +116,107 @@ inline void write_text_file(const std::filesystem::path& file, const std::string
 
 }  // namespace detail
 
+/// The temporary names trainkit itself creates in a checkpoint directory, and nothing else:
+/// `.tmp.step_N` (a save in progress), `.tmp.delete.step_N` (a pruned checkpoint being deleted),
+/// `.tmp.replaced.step_N` (the previous copy of a step being re-saved) and `.tmp.probe.<pid>`
+/// (the writability probe). Returns the kind ("step", "delete", "replaced", "probe") or empty.
+inline std::string_view temporary_kind(std::string_view name) {
+  if (name.substr(0, temporary_prefix.size()) != temporary_prefix) return {};
+  const std::string_view rest = name.substr(temporary_prefix.size());
+  if (parse_step_dir_name(rest)) return "step";
+  for (const std::string_view kind : {"delete", "replaced"}) {
+    if (rest.size() > kind.size() && rest.substr(0, kind.size()) == kind &&
+        rest[kind.size()] == '.' && parse_step_dir_name(rest.substr(kind.size() + 1)))
+      return kind;
+  }
+  constexpr std::string_view probe = "probe.";
+  if (rest.size() > probe.size() && rest.substr(0, probe.size()) == probe &&
+      rest.substr(probe.size()).find_first_not_of("0123456789") == std::string_view::npos)
+    return "probe";
+  return {};
+}
+
+/// Removes the temporary folders (and probe files) crashed or failed saves left in `dir`; see
+/// `temporary_kind` for the names. A `.tmp.replaced.step_N` whose `step_N` is missing is the only
+/// copy of that step (the crash came between moving it aside and renaming the new one in), so it
+/// is renamed back instead. Only call this while no save into `dir` is in progress. Returns the
+/// names removed or restored; a missing `dir` has none.
+inline std::vector<std::string> remove_stale_temporaries(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> done;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return done;
+  std::vector<fs::path> stale;  // collected first: deleting while iterating may skip entries
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (!temporary_kind(it->path().filename().string()).empty()) stale.push_back(it->path());
+  if (ec) detail::throw_io("cannot list checkpoint directory", dir, ec);
+  std::sort(stale.begin(), stale.end());
+  for (const fs::path& p : stale) {
+    const std::string name = p.filename().string();
+    if (temporary_kind(name) == "replaced") {
+      const fs::path original =
+          dir / name.substr(temporary_prefix.size() + std::string_view("replaced.").size());
+      if (!fs::exists(original, ec)) {
+        detail::rename_path(p, original);
+        done.push_back(name + " (restored as " + original.filename().string() + ")");
+        continue;
+      }
+    }
+    detail::remove_tree(p);
+    done.push_back(name);
+  }
+  return done;
+}
+
+/// Checks before training that checkpoints can be written to `dir`: `dir`, or (when it does not
+/// exist yet) its nearest existing parent, must be a directory in which a file can be created.
+/// Creates nothing that outlives the call (the probe file is removed). io_error naming the
+/// directory and the reason otherwise.
+inline void check_checkpoint_dir_writable(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path at = dir.empty() ? fs::path(".") : dir;
+  while (!fs::exists(at, ec)) {
+    if (ec) detail::throw_io("cannot access checkpoint directory", at, ec);
+    const fs::path parent = at.parent_path();
+    if (parent.empty() || parent == at) {
+      at = ".";
+      break;
+    }
+    at = parent;
+  }
+  if (!fs::is_directory(at, ec))
+    throw io_error("checkpoint directory '" + dir.string() + "': '" + at.string() +
+                   "' exists and is not a directory");
+  const fs::path probe =
+      at / (std::string(temporary_prefix) + "probe." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw io_error("checkpoint directory '" + dir.string() + "' is not writable ('" + at.string() +
+                   "': " + std::strerror(errno) + ")");
+  const bool wrote = ::write(fd, "x", 1) == 1;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!wrote)
+    throw io_error("checkpoint directory '" + dir.string() + "' is not writable ('" + at.string() +
+                   "': " + std::strerror(err) + ")");
+}
+
+/// What a checkpointer does when it is constructed: remove the wrecks of earlier crashed runs
+/// (returned, for a warning) and check that `dir` is writable.
+inline std::vector<std::string> prepare_checkpoint_dir(const std::filesystem::path& dir) {
+  check_checkpoint_dir_writable(dir);
+  return remove_stale_temporaries(dir);
+}
+
 /// Removes complete checkpoints in `dir` beyond the newest `keep_last` (0 keeps all), never the
-/// one for `protected_step`, and the wrecks of crashes: `.tmp.step_N` with N < protected_step,
-/// `.tmp.delete.*` and `.tmp.replaced.*` (saves are serial and in step order, so none of them can
-/// still be in progress).
+/// one for `protected_step`, and the temporaries of crashed saves (remove_stale_temporaries;
+/// saves are serial, so none can still be in progress).
 inline void prune_checkpoints(const std::filesystem::path& dir, int keep_last,
                               std::uint64_t protected_step) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  std::vector<fs::path> stale;  // collected first: deleting while iterating may skip entries
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(temporary_prefix, 0) != 0) continue;
-    const std::string_view rest = std::string_view(name).substr(temporary_prefix.size());
-    const auto step = parse_step_dir_name(rest);
-    if ((step && *step < protected_step) || rest.rfind("delete.", 0) == 0 ||
-        rest.rfind("replaced.", 0) == 0)
-      stale.push_back(it->path());
-  }
-  if (ec) detail::throw_io("cannot list checkpoint directory", dir, ec);
-  for (const auto& p : stale) detail::remove_tree(p);
+  remove_stale_temporaries(dir);
   if (keep_last <= 0) return;
 
   std::vector<checkpoint_entry> all = list_checkpoints(dir);
@@ -156,17 +249,23 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
   fs::create_directories(dir, ec);
   if (ec) detail::throw_io("cannot create checkpoint directory", dir, ec);
 
+  remove_stale_temporaries(dir);  // crashed saves' wrecks hold space this save may need
+
   const std::string name = step_dir_name(state.step);
   const fs::path final_path = dir / name;
   const fs::path temp_path = dir / (std::string(temporary_prefix) + name);
-  detail::remove_tree(temp_path);  // a leftover from a crashed save of the same step
   fs::create_directory(temp_path, ec);
   if (ec) detail::throw_io("cannot create checkpoint directory", temp_path, ec);
-
-  manifest m = detail::write_tensors_file(temp_path / tensors_file_name, state);
-  // The manifest goes last: inside the temp dir its presence means tensors.bin is complete.
-  detail::write_text_file(temp_path / manifest_file_name, manifest_to_json(m));
-  detail::fsync_directory(temp_path);
+  try {
+    manifest m = detail::write_tensors_file(temp_path / tensors_file_name, state);
+    // The manifest goes last: inside the temp dir its presence means tensors.bin is complete.
+    detail::write_text_file(temp_path / manifest_file_name, manifest_to_json(m));
+    detail::fsync_directory(temp_path);
+  } catch (...) {
+    std::error_code ignored;  // the write's error is the one to report
+    fs::remove_all(temp_path, ignored);
+    throw;
+  }
 
   // Re-saving a step (a restarted run) replaces the old directory: move it aside, rename the new
   // one in, and only then delete the old one, so some copy of the step exists at every moment.

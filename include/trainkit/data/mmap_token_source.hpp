@@ -45,7 +45,8 @@ struct mmap_source_config {
   int seq_len = 1024;   // T
   int vocab_size = 50257;
   order_kind order = order_kind::sequential;
-  std::uint64_t seed = 0;  // random order only
+  std::uint64_t seed = 0;                    // random order only
+  shard_layout layout = shard_layout::llmc;  // headerless uint16 files only when asked for
 
   friend bool operator==(const mmap_source_config&, const mmap_source_config&) = default;
 };
@@ -53,7 +54,8 @@ struct mmap_source_config {
 inline std::string to_string(const mmap_source_config& c) {
   return "pattern='" + c.pattern + "' batch_size=" + std::to_string(c.batch_size) +
          " seq_len=" + std::to_string(c.seq_len) + " vocab_size=" + std::to_string(c.vocab_size) +
-         " order=" + std::string(to_string(c.order)) + " seed=" + std::to_string(c.seed);
+         " order=" + std::string(to_string(c.order)) + " seed=" + std::to_string(c.seed) +
+         " layout=" + to_string(c.layout);
 }
 
 /// Files matching a glob(3) pattern, sorted bytewise. config_error when nothing matches.
@@ -88,7 +90,7 @@ class mmap_token_source {
     window_start_.push_back(0);
     for (const std::string& path : paths) {
       mapped_file file(path, hint);
-      const shard_header h = parse_shard_header(file.bytes(), path);
+      const shard_header h = parse_shard_header(file.bytes(), path, config_.layout);
       const std::span<const std::uint16_t> tokens = data::shard_tokens(file.bytes(), h);
       if (tokens.size() < window)
         throw config_error(path + ": " + std::to_string(tokens.size()) +

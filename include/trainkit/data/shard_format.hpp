@@ -2,11 +2,13 @@
 //
 // The llm.c / modded-nanogpt shard is a header of 256 little-endian int32 ([0] = 20240520 magic,
 // [1] = 1 version, [2] = token count) followed by that many little-endian uint16 tokens. nanoGPT's
-// prepare.py writes the same tokens with no header at all, so a file whose first int32 is not the
-// magic is read as a headerless uint16 array. That guess is safe for GPT-2 data: the magic's low
-// half (0xD888 = 55432) is not a GPT-2 token, so a real headerless GPT-2 file never starts with it.
+// prepare.py writes the same tokens with no header at all. The layout is chosen by the caller,
+// never guessed from the bytes: with `shard_layout::llmc` (the default) a file without the magic
+// is a `shard_magic_error` naming the file and the int32 found, so a truncated or foreign file
+// cannot become training data; `shard_layout::headerless_uint16` reads the whole file as tokens
+// and rejects one that starts with a shard magic (it has a header the caller asked to ignore).
 // Other llm.c magics (model, state, tokenizer files) and a byte-swapped shard magic are recognised
-// and rejected with a message that says what the file is, rather than read as tokens.
+// in both layouts and rejected with a message that says what the file is.
 //
 // Parsing works on bytes already in memory (an mmap'd file) so the source validates without a
 // second read; `read_shard_header` / `read_shard` are conveniences for tools and tests.
@@ -39,6 +41,30 @@ inline constexpr std::int32_t shard_magic = 20240520;
 inline constexpr std::int32_t shard_version = 1;
 inline constexpr std::size_t shard_header_ints = 256;
 inline constexpr std::size_t shard_header_bytes = shard_header_ints * sizeof(std::int32_t);
+
+/// How a token file is laid out: the caller says which; the bytes are checked against it.
+enum class shard_layout {
+  llmc,               // 1 KiB llm.c header (magic 20240520), then uint16 tokens
+  headerless_uint16,  // nothing but uint16 tokens (nanoGPT prepare.py)
+};
+
+inline constexpr const char* to_string(shard_layout l) noexcept {
+  return l == shard_layout::llmc ? "llmc" : "headerless_uint16";
+}
+
+/// "llmc" or "headerless_uint16"; config_error naming the value otherwise.
+inline shard_layout parse_shard_layout(const std::string& text) {
+  if (text == "llmc") return shard_layout::llmc;
+  if (text == "headerless_uint16") return shard_layout::headerless_uint16;
+  throw config_error("shard layout must be llmc or headerless_uint16, not '" + text + "'");
+}
+
+/// A file read as an llm.c shard does not start with the shard magic. A distinct type so a
+/// program can add the option that reads headerless files in its own words (a flag).
+class shard_magic_error : public format_error {
+ public:
+  using format_error::format_error;
+};
 
 /// What the first bytes of a token file say about it.
 struct shard_header {
@@ -107,36 +133,14 @@ class fd_guard {
 
 }  // namespace detail
 
-/// Parses the header of a token file whose whole contents are `bytes` (`path` is for messages).
-/// Throws format_error naming the file and the reason when the bytes cannot be a token shard.
-inline shard_header parse_shard_header(std::span<const std::byte> bytes, const std::string& path) {
+/// Parses the header of a token file whose whole contents are `bytes` (`path` is for messages),
+/// laid out as `layout` says. Throws format_error naming the file and the reason when the bytes
+/// cannot be a token file of that layout (shard_magic_error when an llmc file lacks the magic).
+inline shard_header parse_shard_header(std::span<const std::byte> bytes, const std::string& path,
+                                       shard_layout layout = shard_layout::llmc) {
   const std::size_t size = bytes.size();
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const std::int32_t first = size >= 4 ? detail::load_i32(p) : 0;
-
-  if (size >= 4 && first == shard_magic) {
-    if (size < shard_header_bytes)
-      throw format_error(path + ": truncated shard header (" + std::to_string(size) +
-                         " bytes, the header alone is " + std::to_string(shard_header_bytes) + ")");
-    const std::int32_t version = detail::load_i32(p + 4);
-    if (version != shard_version)
-      throw format_error(path + ": unsupported token shard version " + std::to_string(version) +
-                         ", expected " + std::to_string(shard_version));
-    const std::int32_t count = detail::load_i32(p + 8);
-    if (count < 0)
-      throw format_error(path + ": negative token count " + std::to_string(count) + " in header");
-    const std::uint64_t payload = size - shard_header_bytes;
-    const std::uint64_t want = std::uint64_t(count) * sizeof(std::uint16_t);
-    if (want > payload)
-      throw format_error(path + ": header declares " + std::to_string(count) +
-                         " tokens but the file holds only " + std::to_string(payload / 2) +
-                         " (truncated?)");
-    if (want < payload)
-      throw format_error(path + ": " + std::to_string(payload - want) +
-                         " trailing bytes after the " + std::to_string(count) +
-                         " tokens the header declares");
-    return {true, version, std::uint64_t(count), shard_header_bytes};
-  }
 
   if (size >= 4) {
     if (const char* kind = detail::other_llmc_magic_name(first))
@@ -146,14 +150,51 @@ inline shard_header parse_shard_header(std::span<const std::byte> bytes, const s
       throw format_error(path + ": byte-swapped shard magic (a big-endian file), expected " +
                          std::to_string(shard_magic) + " little-endian");
   }
-  // Headerless nanoGPT file: nothing but uint16 tokens.
-  if (size < sizeof(std::uint16_t))
-    throw format_error(path + ": " + std::to_string(size) +
-                       " bytes is too small for a token file (no header, no tokens)");
-  if (size % sizeof(std::uint16_t) != 0)
-    throw format_error(path + ": headerless token file has odd size " + std::to_string(size) +
-                       " (uint16 tokens need an even byte count)");
-  return {false, 0, size / sizeof(std::uint16_t), 0};
+
+  if (layout == shard_layout::headerless_uint16) {
+    if (size >= 4 && first == shard_magic)
+      throw format_error(path + ": starts with the llm.c shard magic " +
+                         std::to_string(shard_magic) +
+                         " but was opened as headerless uint16 tokens (open it as llmc)");
+    if (size < sizeof(std::uint16_t))
+      throw format_error(path + ": " + std::to_string(size) +
+                         " bytes is too small for a headerless token file (no tokens)");
+    if (size % sizeof(std::uint16_t) != 0)
+      throw format_error(path + ": headerless token file has odd size " + std::to_string(size) +
+                         " (uint16 tokens need an even byte count)");
+    return {false, 0, size / sizeof(std::uint16_t), 0};
+  }
+
+  if (size < 4)
+    throw shard_magic_error(path + ": " + std::to_string(size) +
+                            " bytes, too small for an llm.c token shard (its header is " +
+                            std::to_string(shard_header_bytes) + " bytes)");
+  if (first != shard_magic)
+    throw shard_magic_error(path + ": not an llm.c token shard: first int32 is " +
+                            std::to_string(first) + ", expected the magic " +
+                            std::to_string(shard_magic) +
+                            " (headerless uint16 files are read only when the layout "
+                            "headerless_uint16 is asked for)");
+  if (size < shard_header_bytes)
+    throw format_error(path + ": truncated shard header (" + std::to_string(size) +
+                       " bytes, the header alone is " + std::to_string(shard_header_bytes) + ")");
+  const std::int32_t version = detail::load_i32(p + 4);
+  if (version != shard_version)
+    throw format_error(path + ": unsupported token shard version " + std::to_string(version) +
+                       ", expected " + std::to_string(shard_version));
+  const std::int32_t count = detail::load_i32(p + 8);
+  if (count < 0)
+    throw format_error(path + ": negative token count " + std::to_string(count) + " in header");
+  const std::uint64_t payload = size - shard_header_bytes;
+  const std::uint64_t want = std::uint64_t(count) * sizeof(std::uint16_t);
+  if (want > payload)
+    throw format_error(path + ": header declares " + std::to_string(count) +
+                       " tokens but the file holds only " + std::to_string(payload / 2) +
+                       " (truncated?)");
+  if (want < payload)
+    throw format_error(path + ": " + std::to_string(payload - want) + " trailing bytes after the " +
+                       std::to_string(count) + " tokens the header declares");
+  return {true, version, std::uint64_t(count), shard_header_bytes};
 }
 
 /// The tokens of a file whose contents are `bytes`, as described by `h`.
@@ -207,15 +248,17 @@ inline std::vector<std::byte> read_file_bytes(const std::string& path) {
 }
 
 /// Header of the token file at `path` (reads the file; for tools, not for the training loop).
-inline shard_header read_shard_header(const std::string& path) {
+inline shard_header read_shard_header(const std::string& path,
+                                      shard_layout layout = shard_layout::llmc) {
   const std::vector<std::byte> bytes = read_file_bytes(path);
-  return parse_shard_header(bytes, path);
+  return parse_shard_header(bytes, path, layout);
 }
 
 /// All tokens of the token file at `path`, range-checked against `vocab_size`.
-inline std::vector<std::uint16_t> read_shard(const std::string& path, int vocab_size = 65536) {
+inline std::vector<std::uint16_t> read_shard(const std::string& path, int vocab_size = 65536,
+                                             shard_layout layout = shard_layout::llmc) {
   const std::vector<std::byte> bytes = read_file_bytes(path);
-  const shard_header h = parse_shard_header(bytes, path);
+  const shard_header h = parse_shard_header(bytes, path, layout);
   const auto tokens = shard_tokens(bytes, h);
   check_token_range(tokens, vocab_size, path);
   return {tokens.begin(), tokens.end()};

@@ -199,6 +199,14 @@ inline metrics_file parse_metrics_jsonl(std::istream& in, const std::string& sou
     }
     if (!parsed.fields.contains("step") || !parsed.fields.contains("dt_ms"))
       throw format_error(where + ": missing \"step\" or \"dt_ms\"");
+    // Counts must be whole numbers in range: casting a negative, fractional-beyond-2^64 or NaN
+    // double to uint64 is undefined behaviour (found by fuzz_metrics_reader).
+    for (const char* key : {"step", "tokens"}) {
+      const auto it = parsed.fields.find(key);
+      if (it != parsed.fields.end() && !(it->second >= 0 && it->second < 18446744073709551616.0 &&
+                                         it->second == std::floor(it->second)))
+        throw format_error(where + ": \"" + key + "\" must be a non-negative integer");
+    }
     const step_metrics m = step_metrics_from_fields(parsed.fields);
     if (!out.steps.empty() && m.step <= out.steps.back().step) {
       // A resume re-ran steps after its checkpoint: the new lines describe the run that continued.

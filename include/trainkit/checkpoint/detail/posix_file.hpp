@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +34,11 @@ namespace trainkit::checkpoint::detail {
                                   const std::error_code& ec) {
   throw io_error(what + " '" + path.string() + "': " + ec.message());
 }
+
+/// Test seam: when >= 0, how many more bytes checkpoint writes may put on disk before write
+/// fails with ENOSPC, as on a full disk (where a test cannot mount a small tmpfs). -1, the
+/// default, disables it; real runs never set it.
+inline std::atomic<std::int64_t> simulated_disk_space{-1};
 
 /// An open file descriptor that closes itself; every failure throws io_error naming the path.
 class posix_file {
@@ -68,7 +75,13 @@ class posix_file {
   void write_all(const void* data, std::size_t n) {
     const auto* p = static_cast<const std::byte*>(data);
     while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
+      std::size_t chunk = n;
+      if (const std::int64_t space = simulated_disk_space.load(); space >= 0) {
+        if (space == 0) throw_io("cannot write", path_, ENOSPC);
+        chunk = std::min(n, std::size_t(space));
+        simulated_disk_space -= std::int64_t(chunk);
+      }
+      const ssize_t w = ::write(fd_, p, chunk);
       if (w < 0) {
         if (errno == EINTR) continue;
         throw_io("cannot write", path_, errno);
