@@ -84,7 +84,22 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
   }
 
   tk::model::gpt2_cuda_options mo;
-  mo.deterministic = true;
+  // Bit-reproducible kernels everywhere except flash attention, whose backward adds dQ with fp32
+  // atomics (the model refuses flash with deterministic set).
+  if (o.attention == "flash") {
+    mo.attention = tk::model::gpt2_attention::flash;
+    mo.deterministic = false;
+  } else {
+#if !defined(TRAINKIT_HAS_CUDNN_FRONTEND)
+    if (o.attention == "cudnn")
+      throw tk::config_error(
+          "--attention cudnn: this gpt_fineweb was built without cuDNN attention (configure with "
+          "-DTRAINKIT_GPT_FINEWEB_CUDNN=ON after pip install nvidia-cudnn-frontend)");
+#endif
+    mo.attention = o.attention == "cudnn" ? tk::model::gpt2_attention::cudnn
+                                          : tk::model::gpt2_attention::naive;
+    mo.deterministic = true;
+  }
   mo.batch_size = o.batch;  // size the activation arena once, up front
   mo.seq_len = o.seq;
   std::optional<tk::model::gpt2_cuda> model;

@@ -23,6 +23,7 @@ struct train_options {
   std::string data, val;             // shard globs; empty data = embedded corpus
   std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
+  std::string attention = "naive";   // --device cuda: naive, flash or cudnn
   std::string model = "d2";
   int batch = 8;                     // B (micro-batch)
   int seq = 64;                      // T
@@ -83,6 +84,9 @@ struct train_options {
       throw trainkit::config_error("--threads must be >= 0 (0 = all cores): " +
                                    std::to_string(threads));
     if (steps < 0) throw trainkit::config_error("--steps must be >= 0: " + std::to_string(steps));
+    if (attention != "naive" && device != "cuda")
+      throw trainkit::config_error("--attention " + attention +
+                                   " needs --device cuda (the CPU model has one attention)");
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
     if (warmup < 0) throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
     if (ckpt_every < 0)
@@ -114,6 +118,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "headerless_uint16 (nanoGPT .bin, tokens only)")
       ->check(CLI::IsMember({"llmc", "headerless_uint16"}));
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--attention", o.attention,
+                 "--device cuda attention kernels: naive (T x T matrices, bit-reproducible), "
+                 "flash (tiled, not bit-reproducible) or cudnn (cuDNN SDPA; builds with "
+                 "TRAINKIT_GPT_FINEWEB_CUDNN=ON)")
+      ->check(CLI::IsMember({"naive", "flash", "cudnn"}));
   app.add_option("--model", o.model, "GPT-2 preset: d2 d6 d12 d24 d36 d48")
       ->check(CLI::IsMember({"d2", "d6", "d12", "d24", "d36", "d48"}));
   app.add_option("--batch", o.batch, "micro-batch size B");

@@ -30,6 +30,8 @@ expect_exit(2 "--batch" --batch 0 --steps 1)
 expect_exit(2 "--threads must be >= 0" --threads -3 --steps 1)
 expect_exit(2 "--total-batch-tokens" --total-batch-tokens 100 --steps 1)
 expect_exit(2 "--model" --model d7)
+expect_exit(2 "--attention" --attention fast --steps 1)
+expect_exit(2 "--attention flash needs --device cuda" --attention flash --steps 1)
 expect_exit(2 "--sample needs a trained model" --sample 3)
 expect_exit(2 "missing-model\\.bin" --init-from ${WORK}/missing-model.bin --steps 1)
 
