@@ -10,6 +10,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <trainkit/eval/hellaswag.hpp>
 #include <trainkit/model/gpt2_cpu.hpp>
@@ -38,31 +39,53 @@ inline void add_eval_options(CLI::App& sub, eval_command& o) {
       ->check(CLI::NonNegativeNumber);
 }
 
-inline int run_eval(const eval_command& o, std::ostream& log) {
-  namespace tk = trainkit;
-  const auto tok =
-      tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(o.vocab));
-  const auto examples =
-      tk::eval::read_hellaswag(o.hellaswag, [&](const std::string& s) { return tok.encode(s); });
-  if (examples.empty()) throw tk::format_error("HellaSwag file '" + o.hellaswag + "' is empty");
-  auto model = tk::model::load_llmc_gpt2_cpu<float>(o.model);
-  const auto& cfg = model.config();
-  auto logits = [&](std::span<const std::int32_t> in) {
-    return model.forward_logits(in, 1, int(in.size()));
-  };
-  tk::eval::hellaswag_result r;
-  const std::size_t n =
-      o.limit > 0 ? std::min(examples.size(), std::size_t(o.limit)) : examples.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto s =
-        tk::eval::score_hellaswag(examples[i], logits, cfg.vocab_size,
-                                  std::size_t(cfg.padded_vocab_size), std::size_t(cfg.max_seq_len));
-    tk::eval::accumulate(r, examples[i], s);
+/// HellaSwag examples tokenized once and scored against a CPU model: the `eval` subcommand and
+/// training's --hellaswag-every share it.
+class hellaswag_scorer {
+ public:
+  /// Reads FILE (HellaSwag JSONL) with the GPT-2 vocabulary in VOCAB (empty: the default lookup);
+  /// LIMIT > 0 keeps only the first LIMIT examples.
+  hellaswag_scorer(const std::string& file, const std::string& vocab, int limit) {
+    namespace tk = trainkit;
+    const auto tok =
+        tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(vocab));
+    examples_ = tk::eval::read_hellaswag(file, [&](const std::string& s) { return tok.encode(s); });
+    if (examples_.empty()) throw tk::format_error("HellaSwag file '" + file + "' is empty");
+    if (limit > 0 && examples_.size() > std::size_t(limit)) examples_.resize(std::size_t(limit));
   }
+
+  trainkit::eval::hellaswag_result operator()(trainkit::model::gpt2_cpu& model) const {
+    const auto& cfg = model.config();
+    auto logits = [&](std::span<const std::int32_t> in) {
+      return model.forward_logits(in, 1, int(in.size()));
+    };
+    trainkit::eval::hellaswag_result r;
+    for (const auto& ex : examples_) {
+      const auto s =
+          trainkit::eval::score_hellaswag(ex, logits, cfg.vocab_size,
+                                          std::size_t(cfg.padded_vocab_size),
+                                          std::size_t(cfg.max_seq_len));
+      trainkit::eval::accumulate(r, ex, s);
+    }
+    return r;
+  }
+
+ private:
+  std::vector<trainkit::eval::hellaswag_example> examples_;
+};
+
+/// "N examples, acc A (k), acc_norm B (k)", the figures llm.c prints.
+inline std::string format_hellaswag(const trainkit::eval::hellaswag_result& r) {
   char line[160];
-  std::snprintf(line, sizeof line, "hellaswag: %d examples, acc %.4f (%d), acc_norm %.4f (%d)\n",
-                r.examples, r.acc(), r.correct, r.acc_norm(), r.correct_norm);
-  log << line;
+  std::snprintf(line, sizeof line, "%d examples, acc %.4f (%d), acc_norm %.4f (%d)", r.examples,
+                r.acc(), r.correct, r.acc_norm(), r.correct_norm);
+  return line;
+}
+
+inline int run_eval(const eval_command& o, std::ostream& log) {
+  const hellaswag_scorer score(o.hellaswag, o.vocab, o.limit);
+  auto model = trainkit::model::load_llmc_gpt2_cpu<float>(o.model);
+  log << "hellaswag: " << format_hellaswag(score(model)) << "\n";
   return 0;
 }
 

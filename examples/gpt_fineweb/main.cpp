@@ -182,16 +182,47 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
   std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
             << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
   std::optional<sampler> samples;
-  if (o.sample_every > 0) {
-    samples.emplace(sampler::from_options(o));
+  if (o.sample_every > 0) samples.emplace(sampler::from_options(o));
+  std::optional<hellaswag_scorer> hellaswag;
+  std::optional<std::ofstream> hellaswag_log;  // <metrics stem>.hellaswag.jsonl beside --metrics
+  auto score_hellaswag = [&](std::uint64_t step) {
+    const auto r = (*hellaswag)(t.model());
+    std::cout << "hellaswag at step " << step << ": " << format_hellaswag(r) << "\n";
+    if (hellaswag_log) {
+      *hellaswag_log << nlohmann::json{{"step", step},
+                                       {"examples", r.examples},
+                                       {"acc", r.acc()},
+                                       {"acc_norm", r.acc_norm()}}
+                            .dump()
+                     << "\n"
+                     << std::flush;
+      if (!*hellaswag_log) throw tk::io_error("writing the HellaSwag log beside " + o.metrics);
+    }
+  };
+  std::uint64_t last_scored = 0;
+  if (o.hellaswag_every > 0) {
+    hellaswag.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
+    if (!o.metrics.empty()) {
+      const fs::path path = fs::path(o.metrics).replace_extension(".hellaswag.jsonl");
+      hellaswag_log.emplace(path, std::ios::app);
+      if (!*hellaswag_log) throw tk::io_error("cannot open " + path.string() + " for writing");
+    }
+  }
+  if (samples || hellaswag) {
     t.on_step([&](const tk::step_metrics& m) {
-      if (m.step % std::uint64_t(o.sample_every) == 0)
+      if (samples && m.step % std::uint64_t(o.sample_every) == 0)
         std::cout << "---- sample at step " << m.step << " ----\n"
                   << (*samples)(t.model(), m.step) << "\n----\n";
+      if (hellaswag && m.step % std::uint64_t(o.hellaswag_every) == 0) {
+        score_hellaswag(m.step);
+        last_scored = m.step;
+      }
       return true;
     });
   }
   const auto result = t.run();
+  if (hellaswag && !result.steps.empty() && result.last_step != last_scored)
+    score_hellaswag(result.last_step);
   if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
   if (!result.steps.empty()) {
     std::cout << "---- report ----\n" << tk::format_summary(result.summary);

@@ -59,6 +59,9 @@ struct train_options {
   int sample = 0;            // tokens to sample: generation mode, or per sample with --sample-every
   int sample_every = 0;      // during training: a sample every K steps (0 = none)
   std::string prompt;        // text the samples continue (after <|endoftext|>)
+  std::string hellaswag;     // HellaSwag JSONL scored during training (--device cpu)
+  int hellaswag_every = 0;   // score it every K steps and at the end (0 = never)
+  int hellaswag_limit = 0;   // only the first N examples (0 = all)
   double temperature = 1.0;  // 0 = greedy
   int top_k = 40;
   std::string vocab;         // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
@@ -100,6 +103,17 @@ struct train_options {
       throw trainkit::config_error("--sample-every must be >= 0: " + std::to_string(sample_every));
     if (sample_every > 0 && sample == 0)
       throw trainkit::config_error("--sample-every needs --sample N (tokens per sample)");
+    if (hellaswag_every < 0)
+      throw trainkit::config_error("--hellaswag-every must be >= 0: " +
+                                   std::to_string(hellaswag_every));
+    if (hellaswag_limit < 0)
+      throw trainkit::config_error("--hellaswag-limit must be >= 0: " +
+                                   std::to_string(hellaswag_limit));
+    if ((hellaswag_every > 0) != !hellaswag.empty())
+      throw trainkit::config_error("--hellaswag FILE and --hellaswag-every K go together");
+    if (hellaswag_every > 0 && device != "cpu")
+      throw trainkit::config_error("--hellaswag-every: HellaSwag during training needs --device "
+                                   "cpu for now; score a model file afterwards with `eval`");
     if (!(temperature >= 0))
       throw trainkit::config_error("--temperature must be >= 0: " + std::to_string(temperature));
     if (top_k < 0) throw trainkit::config_error("--top-k must be >= 0: " + std::to_string(top_k));
@@ -170,6 +184,12 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "training; with --sample-every it sets the length of training-time samples");
   app.add_option("--sample-every", o.sample_every, "print a sample every K training steps");
   app.add_option("--prompt", o.prompt, "text the samples continue");
+  app.add_option("--hellaswag", o.hellaswag,
+                 "HellaSwag JSONL scored during training (with --hellaswag-every)");
+  app.add_option("--hellaswag-every", o.hellaswag_every,
+                 "HellaSwag acc/acc_norm every K steps and after the last (0 = never)");
+  app.add_option("--hellaswag-limit", o.hellaswag_limit,
+                 "score only the first N HellaSwag examples (0 = all)");
   app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
   app.add_option("--vocab", o.vocab,

@@ -40,6 +40,32 @@ expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/model.bin --lim
 if(NOT last_output MATCHES "^hellaswag: 1 examples")
   string(APPEND failures "eval --limit 1: '${last_output}'\n")
 endif()
+# HellaSwag during training: scored at step 2 and after the last step (3), the last line equals
+# `eval` of the exported model, and beside --metrics each score is a JSON line.
+expect_exit(0 "" --steps 3 --eval-every 0 --no-progress --hellaswag ${FIXTURE} --hellaswag-every 2
+            --export ${WORK}/hs.bin --metrics ${WORK}/hs.jsonl)
+string(REGEX MATCHALL "hellaswag at step [0-9]+: [^\n]*" during "${last_output}")
+list(LENGTH during n_during)
+if(NOT n_during EQUAL 2)
+  string(APPEND failures "--hellaswag-every 2 over 3 steps printed ${n_during} scores\n")
+else()
+  list(GET during 0 at2)
+  list(GET during 1 at3)
+  string(REGEX REPLACE "^hellaswag at step 3: " "hellaswag: " at3_as_eval "${at3}")
+  expect_exit(0 "" eval --hellaswag ${FIXTURE} --init-from ${WORK}/hs.bin)
+  if(NOT at2 MATCHES "^hellaswag at step 2: 3 examples" OR NOT "${at3_as_eval}\n" STREQUAL last_output)
+    string(APPEND failures "during training '${at2}', '${at3}'; eval of the export '${last_output}'\n")
+  endif()
+endif()
+file(STRINGS ${WORK}/hs.hellaswag.jsonl hs_lines)
+list(LENGTH hs_lines n_hs)
+if(NOT n_hs EQUAL 2 OR NOT hs_lines MATCHES "\"step\":3")
+  string(APPEND failures "hs.hellaswag.jsonl: '${hs_lines}'\n")
+endif()
+expect_exit(2 "--hellaswag FILE and --hellaswag-every" --hellaswag-every 2 --steps 1)
+expect_exit(2 "hellaswag\\.jsonl" --steps 1 --hellaswag ${WORK}/missing.hellaswag.jsonl
+            --hellaswag-every 1)
+
 file(WRITE ${WORK}/bad.jsonl "{\"ctx\": \"a\", \"label\": 7, \"endings\": [\"a\",\"b\",\"c\",\"d\"]}\n")
 expect_exit(2 "bad\\.jsonl':1.*label" eval --hellaswag ${WORK}/bad.jsonl --init-from ${WORK}/model.bin)
 expect_exit(2 "--init-from" eval --hellaswag ${FIXTURE})
