@@ -196,7 +196,7 @@ tk::data::synthetic_source synthetic(int B, int T) {
                                      .seed = 5});
 }
 
-// The smallest GPT-2 the CPU tests train (tests/trainer/test_step_protocol.cpp).
+// The smallest GPT-2 the CPU tests train.
 tk::model::gpt2_config tiny() {
   return {.max_seq_len = 16,
           .vocab_size = 100,
