@@ -6,9 +6,10 @@
 // backward computes layer L-1; `finish` waits for all of them and divides by the number of ranks.
 // Each rank's gradient is already the mean over its own micro-batches (the trainer's grad_scale is
 // 1/micro-batches), so with the same number of micro-batches on every rank the result is the
-// mean over all ranks × micro-batches: 2 ranks × 1 micro-batch give the gradient of 1 process ×
-// 2 micro-batches, bit for bit (a sum of two floats and a division by 2 are exact reorderings of
-// 0.5·g0 + 0.5·g1). docs/distributed.md says what is and is not guaranteed for more ranks.
+// mean over all ranks × micro-batches, the gradient of 1 process with ranks × micro-batches of
+// accumulation (dividing by micro-batches again would count the accumulation twice). With 2 ranks
+// every rank gets the same bits ((a + b) / 2 in either order); how close this is to one process,
+// and why not bit for bit yet, is in docs/distributed.md.
 //
 // Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
 // default), so each bucket_ready also tests the outstanding requests to move them along.
