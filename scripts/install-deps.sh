@@ -11,5 +11,6 @@ $sudo_cmd apt-get install -y -q --no-install-recommends \
   libeigen3-dev libboost-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libutf8proc-dev \
+  libopenmpi-dev openmpi-bin  `# reduce/mpi_allreduce.hpp and its 2-rank test` \
   clang  `# scripts/fuzz.sh: libFuzzer + ASan/UBSan` \
   python3-venv  # scripts/conan-create.sh installs Conan from PyPI into a venv

@@ -14,7 +14,7 @@ function(run_step what)
 endfunction()
 
 set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
-    -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF})
+    -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF} -DCONSUMER_MPI=${MPI})
 if(NOT DEFINED CUDA)
   set(CUDA OFF)  # ON: install trainkit with its CUDA component (the cuda consumer needs it)
 endif()

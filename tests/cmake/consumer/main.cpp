@@ -1,6 +1,8 @@
 // A consumer of trainkit: composes the CPU reference trainer from the shipped policies and checks
 // that a few steps on a synthetic source lower the loss; with CONSUMER_TOKENIZER it also uses
-// trainkit::tokenizer, with CONSUMER_HF trainkit::hf. Built by the packaging tests.
+// trainkit::tokenizer, with CONSUMER_HF trainkit::hf, with
+// CONSUMER_MPI it compiles and links a trainer with trainkit::mpi's reducer (not run: that needs
+// mpiexec). Built by the packaging tests.
 #include <trainkit/trainkit.hpp>
 
 #include <cstdint>
@@ -13,6 +15,18 @@
 
 #include <filesystem>
 #include <vector>
+#endif
+#if defined(CONSUMER_MPI)
+#include <trainkit/reduce/mpi_allreduce.hpp>
+#include <trainkit/reduce/mpi_session.hpp>
+
+static_assert(trainkit::reduce::gradient_reducer_for<trainkit::reduce::mpi_allreduce,
+                                                     trainkit::model::gpt2_cpu>);
+// Not called (running MPI needs mpiexec), but emitted: the link needs MPI's library.
+int consumer_mpi_world_size() {
+  trainkit::reduce::mpi_session mpi;
+  return trainkit::reduce::mpi_allreduce{}.world_size();
+}
 #endif
 #if defined(CONSUMER_TOKENIZER)
 #include <trainkit/tokenizer/gpt2_tokenizer.hpp>

@@ -1,0 +1,173 @@
+// trainkit/reduce/mpi_allreduce.hpp — data-parallel gradient averaging on the CPU with MPI.
+//
+// Every rank runs the same trainer on its own slice of the global batch. When backward has
+// finished a gradient bucket (model/step_protocol.hpp) the reducer starts a non-blocking
+// MPI_Iallreduce (sum, in place) on each of its ranges, so the reduction of layer L runs while
+// backward computes layer L-1; `finish` waits for all of them and divides by the number of ranks.
+// Each rank's gradient is already the mean over its own micro-batches (the trainer's grad_scale is
+// 1/micro-batches), so with the same number of micro-batches on every rank the result is the
+// mean over all ranks × micro-batches, the gradient of 1 process with ranks × micro-batches of
+// accumulation (dividing by micro-batches again would count the accumulation twice). With 2 ranks
+// every rank gets the same bits ((a + b) / 2 in either order); how close this is to one process,
+// and why not bit for bit yet, is in docs/distributed.md.
+//
+// Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
+// default), so each bucket_ready also tests the outstanding requests to move them along.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/reduce/concepts.hpp"
+#include "trainkit/reduce/detail/mpi_check.hpp"
+
+namespace trainkit::reduce {
+
+class mpi_allreduce {
+ public:
+  /// Works on a duplicate of `comm` (its messages never match the caller's) with
+  /// MPI_ERRORS_RETURN, so a failed collective throws instead of aborting. MPI must be
+  /// initialised (reduce::mpi_session).
+  explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD) {
+    detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    try {
+      detail::check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+      detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    } catch (...) {
+      MPI_Comm_free(&comm_);
+      throw;
+    }
+  }
+
+  mpi_allreduce(const mpi_allreduce&) = delete;
+  mpi_allreduce& operator=(const mpi_allreduce&) = delete;
+
+  /// Only before attach (the trainer moves its reducer in, then attaches it).
+  mpi_allreduce(mpi_allreduce&& other) noexcept
+      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
+        rank_(other.rank_),
+        size_(other.size_),
+        base_(std::exchange(other.base_, nullptr)),
+        element_size_(other.element_size_),
+        datatype_(other.datatype_),
+        divide_(other.divide_),
+        buckets_(std::move(other.buckets_)),
+        ready_(std::move(other.ready_)),
+        requests_(std::move(other.requests_)) {}
+  mpi_allreduce& operator=(mpi_allreduce&&) = delete;
+
+  ~mpi_allreduce() {
+    if (comm_ == MPI_COMM_NULL) return;
+    // A step abandoned by an exception may leave reductions in flight on buffers that are about
+    // to go away; their outcome no longer matters, only that they are finished.
+    if (!requests_.empty())
+      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&comm_);
+  }
+
+  int rank() const noexcept { return rank_; }
+  int world_size() const noexcept { return size_; }
+
+  /// Keeps where the model's gradients are and how they are bucketed. Host memory only; float or
+  /// double gradients.
+  template <class M, class Context>
+  requires std::same_as<typename M::memory_space, host_memory>
+  void attach(M& model, Context&) {
+    using T = typename M::parameter_type;
+    static_assert(std::same_as<T, float> || std::same_as<T, double>,
+                  "mpi_allreduce reduces float or double gradients");
+    const auto grads = model.gradients();
+    base_ = reinterpret_cast<std::byte*>(grads.data());
+    element_size_ = sizeof(T);
+    datatype_ = std::same_as<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+    divide_ = [](std::byte* p, std::size_t n, int by) {
+      T* x = reinterpret_cast<T*>(p);
+      const T d = T(by);
+      for (std::size_t i = 0; i < n; ++i) x[i] /= d;
+    };
+    const auto buckets = model.gradient_buckets();
+    buckets_.assign(buckets.begin(), buckets.end());
+    ready_.assign(buckets_.size(), false);
+    for (const model::gradient_bucket& b : buckets_)
+      for (const model::gradient_range& r : b.ranges)
+        if (r.offset + r.count > grads.size())
+          throw config_error("mpi_allreduce: bucket '" + b.name + "' reaches past the " +
+                             std::to_string(grads.size()) + " gradients");
+  }
+
+  /// Starts the sum over ranks of bucket i's ranges. Every rank publishes the buckets in the
+  /// same order (backward's), which MPI requires of collectives on one communicator.
+  void bucket_ready(std::size_t i) {
+    if (base_ == nullptr) throw config_error("mpi_allreduce: bucket_ready before attach");
+    if (i >= buckets_.size())
+      throw config_error("mpi_allreduce: bucket " + std::to_string(i) + " of " +
+                         std::to_string(buckets_.size()));
+    if (ready_[i])
+      throw config_error("mpi_allreduce: bucket '" + buckets_[i].name +
+                         "' published twice in one step");
+    ready_[i] = true;
+    for (const model::gradient_range& r : buckets_[i].ranges) {
+      // MPI counts are int: a range past 2^31-1 elements goes in pieces.
+      for (std::size_t done = 0; done < r.count;) {
+        const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
+        MPI_Request request = MPI_REQUEST_NULL;
+        detail::check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
+                                     int(n), datatype_, MPI_SUM, comm_, &request),
+                      "MPI_Iallreduce");
+        requests_.push_back(request);
+        done += n;
+      }
+    }
+    int all_done = 0;
+    detail::check(
+        MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+  }
+
+  /// Waits for every bucket's sum, then divides by the number of ranks: the gradients are the
+  /// mean over ranks. Throws config_error if a bucket was never published this step.
+  void finish() {
+    const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+    detail::check(waited, "MPI_Waitall");
+    const auto missing = std::find(ready_.begin(), ready_.end(), false);
+    const std::size_t first_missing = std::size_t(missing - ready_.begin());
+    ready_.assign(buckets_.size(), false);  // the next step starts clean either way
+    if (first_missing < buckets_.size())
+      throw config_error("mpi_allreduce: bucket '" + buckets_[first_missing].name +
+                         "' was not published before finish()");
+    if (size_ == 1) return;
+    for (const model::gradient_bucket& b : buckets_)
+      for (const model::gradient_range& r : b.ranges)
+        divide_(base_ + r.offset * element_size_, r.count, size_);
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::byte* base_ = nullptr;  // gradients() of the attached model
+  std::size_t element_size_ = 0;
+  MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
+  void (*divide_)(std::byte*, std::size_t, int) = nullptr;
+  std::vector<model::gradient_bucket> buckets_;  // copied: publication order, ranges
+  std::vector<bool> ready_;                      // published this step
+  std::vector<MPI_Request> requests_;            // in flight this step
+};
+
+static_assert(gradient_reducer_for<mpi_allreduce, model::gpt2_cpu>);
+
+}  // namespace trainkit::reduce
