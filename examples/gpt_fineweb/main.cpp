@@ -199,7 +199,6 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
       if (!*hellaswag_log) throw tk::io_error("writing the HellaSwag log beside " + o.metrics);
     }
   };
-  std::uint64_t last_scored = 0;
   if (o.hellaswag_every > 0) {
     hellaswag.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
     if (!o.metrics.empty()) {
@@ -213,15 +212,14 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
       if (samples && m.step % std::uint64_t(o.sample_every) == 0)
         std::cout << "---- sample at step " << m.step << " ----\n"
                   << (*samples)(t.model(), m.step) << "\n----\n";
-      if (hellaswag && m.step % std::uint64_t(o.hellaswag_every) == 0) {
-        score_hellaswag(m.step);
-        last_scored = m.step;
-      }
+      if (hellaswag && m.step % std::uint64_t(o.hellaswag_every) == 0) score_hellaswag(m.step);
       return true;
     });
   }
   const auto result = t.run();
-  if (hellaswag && !result.steps.empty() && result.last_step != last_scored)
+  // The last step was scored by the callback when it is a multiple of K.
+  if (hellaswag && !result.steps.empty() &&
+      result.last_step % std::uint64_t(o.hellaswag_every) != 0)
     score_hellaswag(result.last_step);
   if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
   if (!result.steps.empty()) {
