@@ -1,9 +1,11 @@
 // tests/eval/test_hellaswag.cpp — HellaSwag scoring: hand-computed losses and predictions over
 // synthetic logits (including which position predicts which token), the JSONL reader and its
 // errors, and trainkit's CPU GPT-2 scoring a fixture in hellaswag_val.jsonl's format, checked
-// against an independent numpy GPT-2 (tests/eval/hellaswag_check.py) over the same weights.
+// against an independent numpy GPT-2 (tests/eval/hellaswag_check.py) over the same weights, and a
+// tiny model trained on the fixture picking the endings it was taught.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "../io/python_support.hpp"
 #include "trainkit/eval/hellaswag.hpp"
 #include "trainkit/model/hf_gpt2.hpp"
+#include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 
 namespace {
@@ -183,6 +186,67 @@ TEST(Hellaswag, Gpt2CpuAgreesWithNumpyOnTheFixture) {
   RUN_PYTHON_CHECK("eval/hellaswag_check.py", "'" + (d / "model").string() + "' '" +
                                                   (d / "examples.json").string() + "' '" +
                                                   (d / "scores.json").string() + "'");
+}
+
+// A model taught, by training on them, one ending per context must pick that ending: the answer
+// follows what was learned, not the label field. Examples 0 and 1 are taught their labelled
+// ending and example 2 another one, so the expected accuracy is exactly 2/3 (a scorer reading the
+// wrong positions, or the wrong ending's tokens, cannot reproduce the taught choice three times).
+TEST(Hellaswag, TrainedTinyModelPicksTheEndingItWasTaught) {
+  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
+  ASSERT_TRUE(vocab.has_value());
+  const auto tok = trainkit::tokenizer::gpt2_tokenizer::from_directory(*vocab);
+  const auto examples = trainkit::eval::read_hellaswag(
+      fs::path(TRAINKIT_SOURCE_DIR) / "tests/eval/hellaswag_fixture.jsonl",
+      [&](const std::string& s) { return tok.encode(s); });
+  ASSERT_EQ(examples.size(), 3u);
+  const std::array<int, 3> taught{examples[0].label, examples[1].label,
+                                  (examples[2].label + 1) % 4};
+
+  trainkit::model::gpt2_config cfg;
+  cfg.max_seq_len = 64;
+  cfg.num_layers = 1;
+  cfg.num_heads = 2;
+  cfg.channels = 32;
+  trainkit::model::gpt2_cpu m(cfg, 3);
+  trainkit::optim::adamw_config ocfg;
+  ocfg.weight_decay = 0.0f;
+  trainkit::optim::adamw_cpu opt(m, ocfg);
+  // One micro-batch per example (B=1, T = its length - 1): context and taught ending.
+  std::vector<trainkit::host_batch> batches;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    std::vector<std::int32_t> seq = examples[i].context;
+    const auto& end = examples[i].endings[std::size_t(taught[i])];
+    seq.insert(seq.end(), end.begin(), end.end());
+    ASSERT_LE(seq.size(), std::size_t(cfg.max_seq_len) + 1);
+    trainkit::host_batch b(1, int(seq.size()) - 1);
+    std::copy(seq.begin(), seq.end() - 1, b.inputs.begin());
+    std::copy(seq.begin() + 1, seq.end(), b.targets.begin());
+    batches.push_back(std::move(b));
+  }
+  float loss = 0;
+  for (int step = 0; step < 60; ++step) {
+    m.zero_grad();
+    loss = 0;
+    for (const auto& b : batches) loss += m.forward_backward(trainkit::view_of(b), 1.0f / 3) / 3;
+    (void)opt.step(m, 1e-2f);
+  }
+  EXPECT_LT(loss, 0.5f) << "the tiny model did not learn the fixture";
+
+  trainkit::eval::hellaswag_result r;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    auto logits = [&](std::span<const std::int32_t> in) {
+      return m.forward_logits(in, 1, int(in.size()));
+    };
+    const auto s =
+        score_hellaswag(examples[i], logits, cfg.vocab_size, std::size_t(cfg.padded_vocab_size),
+                        std::size_t(cfg.max_seq_len));
+    EXPECT_EQ(s.pred, taught[i]) << "example " << i;
+    EXPECT_EQ(s.pred_norm, taught[i]) << "example " << i;
+    trainkit::eval::accumulate(r, examples[i], s);
+  }
+  EXPECT_EQ(r.correct, 2);
+  EXPECT_EQ(r.correct_norm, 2);
 }
 
 }  // namespace
