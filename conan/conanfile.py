@@ -5,10 +5,14 @@
 # CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), Threads and,
 # by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart + cuBLASLt from the
 # system CUDA toolkit); option `tokenizer` adds trainkit::tokenizer (the GPT-2 tokenizer, which
-# needs utf8proc). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
+# needs utf8proc); option `hf` adds trainkit::hf (safetensors and Hugging Face GPT-2 files, which
+# need nlohmann_json); option `mpi` adds trainkit::mpi (the MPI gradient reducer, linked against
+# the system's MPI: MPI implementations are chosen per cluster, so the recipe finds the one
+# installed rather than building one). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
 # packaged as share/trainkit/gpt2 and named by TRAINKIT_GPT2_VOCAB_DIR, the default of
-# tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost and utf8proc are ordinary requirements, so a profile may take them
-# from Conan Center or, as conan/profiles/system does, from the system via [platform_requires].
+# tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost, utf8proc and nlohmann_json
+# are ordinary requirements, so a profile may take them from Conan Center or, as
+# conan/profiles/system does, from the system via [platform_requires].
 import os
 
 from conan import ConanFile
@@ -42,6 +46,21 @@ if(TARGET trainkit::tokenizer AND NOT TARGET utf8proc::utf8proc)
   endif()
   set_property(TARGET trainkit::tokenizer APPEND PROPERTY INTERFACE_LINK_LIBRARIES trainkit::utf8proc)
 endif()
+if(TARGET trainkit::hf AND NOT TARGET nlohmann_json::nlohmann_json)
+  find_package(nlohmann_json 3 REQUIRED)
+  set_property(TARGET trainkit::hf APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+               nlohmann_json::nlohmann_json)
+endif()
+# MPI always from the system (Debian: apt install libopenmpi-dev openmpi-bin).
+if(TARGET trainkit::mpi)
+  if(NOT TARGET MPI::MPI_CXX)
+    find_package(MPI COMPONENTS CXX)
+    if(NOT MPI_CXX_FOUND)
+      message(FATAL_ERROR "trainkit::mpi needs MPI (Debian: apt install libopenmpi-dev openmpi-bin)")
+    endif()
+  endif()
+  set_property(TARGET trainkit::mpi APPEND PROPERTY INTERFACE_LINK_LIBRARIES MPI::MPI_CXX)
+endif()
 # The flags trainkit's own CMakeLists gives nvcc (CMake 3.25 does not know nvcc 13's C++20 flag).
 if(TARGET trainkit::cuda)
   set_property(TARGET trainkit::cuda APPEND PROPERTY INTERFACE_COMPILE_OPTIONS
@@ -68,8 +87,10 @@ class TrainkitConan(ConanFile):
     topics = ("deep-learning", "gpt-2", "training", "header-only", "cuda")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
-    options = {"cuda": [True, False], "openmp": [True, False], "tokenizer": [True, False]}
-    default_options = {"cuda": False, "openmp": True, "tokenizer": False}
+    options = {"cuda": [True, False], "openmp": [True, False], "tokenizer": [True, False],
+               "hf": [True, False], "mpi": [True, False]}
+    default_options = {"cuda": False, "openmp": True, "tokenizer": False, "hf": False,
+                       "mpi": False}
     no_copy_source = True
 
     def set_version(self):
@@ -94,6 +115,9 @@ class TrainkitConan(ConanFile):
         self.requires("boost/1.74.0", transitive_headers=True, libs=False)
         if self.options.tokenizer:
             self.requires("utf8proc/2.8.0")
+        if self.options.hf:
+            # transitive_headers: io/safetensors_*.hpp and model/hf_gpt2.hpp include its header.
+            self.requires("nlohmann_json/3.11.2", transitive_headers=True)
 
     def validate(self):
         check_min_cppstd(self, 20)
@@ -165,3 +189,21 @@ class TrainkitConan(ConanFile):
             tokenizer.bindirs = []
             tokenizer.libdirs = []
             tokenizer.includedirs = []  # the headers are core's
+
+        if self.options.hf:
+            hf = self.cpp_info.components["hf"]
+            hf.set_property("cmake_target_name", "trainkit::hf")
+            hf.requires = ["core"]
+            if "nlohmann_json" in self.dependencies:  # else the build module finds the system's
+                hf.requires.append("nlohmann_json::nlohmann_json")
+            hf.bindirs = []
+            hf.libdirs = []
+            hf.includedirs = []
+
+        if self.options.mpi:
+            mpi = self.cpp_info.components["mpi"]
+            mpi.set_property("cmake_target_name", "trainkit::mpi")
+            mpi.requires = ["core"]
+            mpi.bindirs = []
+            mpi.libdirs = []
+            mpi.includedirs = []  # MPI's own come with MPI::MPI_CXX (the build module)

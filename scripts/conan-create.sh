@@ -35,13 +35,16 @@ export CONAN_HOME=$work/home
 "$conan" remote disable conancenter >/dev/null 2>&1 || true  # offline: the profile names the rest
 
 version=$(head -n1 VERSION)
-# tokenizer=True: the optional component is built and used by test_package too.
+# The optional components (tokenizer, hf, mpi) are built and used by test_package too.
 "$conan" create conan --profile:all conan/profiles/system --build=missing \
-  -o 'trainkit/*:tokenizer=True' 2>&1 | tee "$work/create.log"
-if ! grep -q "trainkit::tokenizer from Conan OK" "$work/create.log"; then
-  echo "conan: test_package did not exercise trainkit::tokenizer" >&2
-  exit 1
-fi
+  -o 'trainkit/*:tokenizer=True' -o 'trainkit/*:hf=True' -o 'trainkit/*:mpi=True' 2>&1 |
+  tee "$work/create.log"
+for component in tokenizer hf mpi; do
+  if ! grep -q "trainkit::$component from Conan OK" "$work/create.log"; then
+    echo "conan: test_package did not exercise trainkit::$component" >&2
+    exit 1
+  fi
+done
 
 # The cuda option adds the trainkit::cuda component. Generating its CMake files needs no CUDA,
 # so check them here on any machine: the component target and the CUDA libraries it links.
@@ -52,4 +55,4 @@ if ! grep -q 'trainkit::cuda' "$work"/cuda-deps/trainkit-Target-*.cmake ||
   echo "conan: the cuda option did not produce trainkit::cuda linking cublasLt" >&2
   exit 1
 fi
-echo "conan: trainkit/$version created and tested (tokenizer component included); cuda component checked (${SECONDS}s)"
+echo "conan: trainkit/$version created and tested (tokenizer, hf and mpi components included); cuda component checked (${SECONDS}s)"

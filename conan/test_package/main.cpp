@@ -2,7 +2,8 @@
 // with the packaged include/ and its Eigen/Boost requirements, version.hpp matches the package's
 // version, the CPU trainer lowers the loss of a tiny GPT-2 on a synthetic source, and (with
 // -o trainkit/*:tokenizer=True) the tokenizer component links utf8proc and finds the packaged
-// GPT-2 vocabulary.
+// GPT-2 vocabulary; with hf=True the trained model goes to a Hugging Face folder and back bit for
+// bit; with mpi=True the MPI reducer initialises MPI as a one-rank job.
 #include <trainkit/trainkit.hpp>
 
 #include <cstdint>
@@ -16,6 +17,17 @@
 
 #include <string>
 #include <vector>
+#endif
+#if defined(TEST_HF)
+#include <trainkit/model/hf_gpt2.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <span>
+#endif
+#if defined(TEST_MPI)
+#include <trainkit/reduce/mpi_allreduce.hpp>
+#include <trainkit/reduce/mpi_session.hpp>
 #endif
 
 int main() {
@@ -60,5 +72,29 @@ int main() {
   const bool ok = last < first;
   std::printf("trainkit %s from Conan: loss %.3f -> %.3f %s\n", tk::version_string, first, last,
               ok ? "OK" : "FAILED");
-  return ok ? 0 : 1;
+  if (!ok) return 1;
+#if defined(TEST_HF)
+  const auto dir = std::filesystem::temp_directory_path() / "trainkit_conan_test_package_hf";
+  std::filesystem::remove_all(dir);
+  tk::model::save_hf_gpt2(dir, t.model());
+  const auto back = tk::model::load_hf_gpt2_cpu(dir);
+  const std::span<const float> a = t.model().parameters(), b = back.parameters();
+  if (a.size() != b.size() || !std::equal(a.begin(), a.end(), b.begin())) {
+    std::printf("trainkit::hf: the Hugging Face round trip changed the weights\n");
+    return 1;
+  }
+  std::filesystem::remove_all(dir);
+  std::printf("trainkit::hf from Conan OK (safetensors round trip of %zu parameters)\n", a.size());
+#endif
+#if defined(TEST_MPI)
+  tk::reduce::mpi_session session;
+  tk::reduce::mpi_allreduce reducer;
+  if (reducer.world_size() != 1) {
+    std::printf("trainkit::mpi: a singleton run has world size %d\n", reducer.world_size());
+    return 1;
+  }
+  std::printf("trainkit::mpi from Conan OK (rank %d of %d)\n", reducer.rank(),
+              reducer.world_size());
+#endif
+  return 0;
 }
