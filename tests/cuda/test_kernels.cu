@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "gpu_test_support.cuh"
@@ -89,13 +90,35 @@ TEST(CudaKernels, EncoderBackwardBucketsAtomicAndWpe) {
   EXPECT_LT(relative_error(to_host(dwpe), exp_wpe), tol_single);
 }
 
-TEST(CudaKernels, TokenBucketsGroupRowsInOrder) {
-  // Host-side part of the deterministic backward: runs without a device too.
-  const std::vector<std::int32_t> tokens{5, 3, 5, 9, 3, 5, 70};
-  const auto b = k::make_token_buckets(tokens, 64);  // 70 is out of range: left out
-  EXPECT_EQ(b.tokens, (std::vector<std::int32_t>{3, 5, 9}));
-  EXPECT_EQ(b.offsets, (std::vector<std::int32_t>{0, 2, 5, 6}));
-  EXPECT_EQ(b.rows, (std::vector<std::int32_t>{1, 4, 0, 2, 5, 3}));
+// A Zipf-distributed batch, as real text makes (a hot token holds hundreds of rows): the kernel
+// splits each bucket over row groups and must perform exactly the additions of its CPU twin
+// (detail/token_buckets.hpp; tests/model/test_token_buckets.cpp checks the twin).
+TEST(CudaKernels, EncoderBackwardBucketsZipfBatchEqualsTheTwinBitForBit) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  std::mt19937_64 rng(21);
+  const int N = 8 * 1024, V = 50257, Vp = 50304;
+  std::vector<double> w(V);
+  for (int r = 0; r < V; ++r) w[r] = 1.0 / std::pow(r + 1.0, 1.1);
+  std::discrete_distribution<int> rank(w.begin(), w.end());
+  std::vector<std::int32_t> tokens(N);
+  for (auto& t : tokens) t = rank(rng);  // rank r is token r: the hot ones have small ids
+  const auto buckets = k::make_token_buckets(tokens, V);
+  ASSERT_GT(buckets.largest(), 400);
+  for (const int C : {768, 1600}) {
+    const fvec dout = random_bf16(std::size_t(N) * C, rng);
+    const fvec dwte0 = random_bf16(std::size_t(Vp) * C, rng, 0.1f);
+    fvec want = dwte0;
+    k::encoder_backward_buckets_twin(want, dout, buckets, C);
+    auto d_dout = to_device(dout);
+    auto d_buckets = to_device_raw(buckets.packed());
+    auto dwte = to_device(dwte0);
+    k::encoder_backward_buckets(dev(dwte), dev(d_dout), d_buckets.data(),
+                                int(buckets.tokens.size()), C, 0);
+    const fvec got = to_host(dwte);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "C=" << C << ": elements differing from the CPU twin";
+  }
 }
 
 TEST(CudaKernels, LayerNormForwardWithResidual) {

@@ -6,22 +6,20 @@
 // detail/gpt2_cpu_kernels.hpp.
 // Backward into wte has two versions: `encoder_backward_atomic` adds each row of dout into its
 // token's row with bf16x2 atomics (fast, but the order of the adds, and so the rounding, varies
-// run to run), and `encoder_backward_buckets` sums each token's rows in fp32 in row order, from
-// buckets the host builds from the token ids (llm.c's approach), then adds once: deterministic and
+// run to run), and `encoder_backward_buckets` sums each token's rows in fp32 in a fixed order, from
+// buckets the host builds from the token ids (llm.c's approach; detail/token_buckets.hpp, which
+// also explains how a hot bucket is split over row groups), then adds once: deterministic and
 // more accurate. The wpe gradient needs no atomics: one thread per (t, 8 channels) sums over b.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <numeric>
-#include <span>
-#include <vector>
 
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/model/cuda/common.cuh"
+#include "trainkit/model/detail/token_buckets.hpp"
 
 namespace trainkit::model::kernels {
 
@@ -109,70 +107,48 @@ inline void encoder_backward_atomic(bf16_t* dwte, const bf16_t* dout, const std:
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_atomic_kernel");
 }
 
-/// The rows of a batch grouped by token, built on the host: bucket u covers rows
-/// rows[offsets[u] .. offsets[u+1]) (ascending), all holding token tokens[u].
-struct token_buckets {
-  std::vector<std::int32_t> tokens;   // (U)
-  std::vector<std::int32_t> offsets;  // (U + 1)
-  std::vector<std::int32_t> rows;     // (N)
+// Block (u, channel group): bucket u's rows split over encoder_row_groups groups of threads
+// (threadIdx.y); thread x of group g sums rows g, g + G, ... for 8 channels in fp32, the group
+// partials meet in shared memory and group 0 adds them in group order, then once into dwte. The
+// same additions as encoder_backward_buckets_twin (detail/token_buckets.hpp).
+inline constexpr int encoder_bucket_lanes = 32;  // threads along the channels: 256 channels
 
-  /// Packs the three arrays into one for a single upload: [U, tokens…, offsets…, rows…].
-  std::vector<std::int32_t> packed() const {
-    std::vector<std::int32_t> out;
-    out.reserve(1 + tokens.size() + offsets.size() + rows.size());
-    out.push_back(std::int32_t(tokens.size()));
-    out.insert(out.end(), tokens.begin(), tokens.end());
-    out.insert(out.end(), offsets.begin(), offsets.end());
-    out.insert(out.end(), rows.begin(), rows.end());
-    return out;
-  }
-};
-
-/// Groups rows by token; out-of-range tokens are left out (the forward flags them).
-inline token_buckets make_token_buckets(std::span<const std::int32_t> tokens, int V) {
-  token_buckets b;
-  b.rows.resize(tokens.size());
-  std::iota(b.rows.begin(), b.rows.end(), 0);
-  // Stable: rows of one token stay ascending, the order the kernel sums them in.
-  std::stable_sort(b.rows.begin(), b.rows.end(),
-                   [&](std::int32_t x, std::int32_t y) { return tokens[x] < tokens[y]; });
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < b.rows.size(); ++i) {
-    const std::int32_t tok = tokens[b.rows[i]];
-    if (tok < 0 || tok >= V) continue;
-    if (b.tokens.empty() || b.tokens.back() != tok) {
-      b.tokens.push_back(tok);
-      b.offsets.push_back(std::int32_t(kept));
-    }
-    b.rows[kept++] = b.rows[i];
-  }
-  b.rows.resize(kept);
-  b.offsets.push_back(std::int32_t(kept));
-  return b;
-}
-
-// Block (u, channel group): sums bucket u's rows of dout for 8 channels per thread, in row order.
 template <class = void>
-__global__ void encoder_backward_buckets_kernel(bf16_t* dwte, const bf16_t* dout,
-                                                const std::int32_t* packed, int C) {
+__global__ void __launch_bounds__(encoder_bucket_lanes* encoder_row_groups)
+    encoder_backward_buckets_kernel(bf16_t* dwte, const bf16_t* dout, const std::int32_t* packed,
+                                    int C) {
+  constexpr int G = encoder_row_groups;
+  __shared__ float partial[G][encoder_bucket_lanes][pack];
   const int U = packed[0];
   const int u = blockIdx.x;
-  if (u >= U) return;
+  if (u >= U) return;  // uniform across the block: no barrier is skipped by some threads only
   const std::int32_t* tokens = packed + 1;
   const std::int32_t* offsets = tokens + U;
   const std::int32_t* rows = offsets + U + 1;
-  const std::int64_t c = (std::int64_t(blockIdx.y) * blockDim.x + threadIdx.x) * pack;
-  if (c >= C) return;
+  const int lane = threadIdx.x, group = threadIdx.y;
+  const std::int64_t c = (std::int64_t(blockIdx.y) * encoder_bucket_lanes + lane) * pack;
+  const bool active = c < C;
   float acc[pack] = {};
-  for (int j = offsets[u]; j < offsets[u + 1]; ++j) {
-    const bf16x8 d = load8(dout + std::int64_t(rows[j]) * C + c);
+  if (active)
+    for (int j = offsets[u] + group; j < offsets[u + 1]; j += G) {
+      const bf16x8 d = load8(dout + std::int64_t(rows[j]) * C + c);
 #pragma unroll
-    for (int k = 0; k < pack; ++k) acc[k] += __bfloat162float(d.v[k]);
-  }
+      for (int k = 0; k < pack; ++k) acc[k] += __bfloat162float(d.v[k]);
+    }
+#pragma unroll
+  for (int k = 0; k < pack; ++k) partial[group][lane][k] = acc[k];
+  __syncthreads();
+  if (group != 0 || !active) return;
+  float sum[pack];
+#pragma unroll
+  for (int k = 0; k < pack; ++k) sum[k] = partial[0][lane][k];
+  for (int r = 1; r < G; ++r)
+#pragma unroll
+    for (int k = 0; k < pack; ++k) sum[k] += partial[r][lane][k];
   bf16_t* g = dwte + std::int64_t(tokens[u]) * C + c;
   bf16x8 x = load8(g);
 #pragma unroll
-  for (int k = 0; k < pack; ++k) x.v[k] = __float2bfloat16(__bfloat162float(x.v[k]) + acc[k]);
+  for (int k = 0; k < pack; ++k) x.v[k] = __float2bfloat16(__bfloat162float(x.v[k]) + sum[k]);
   store8(g, x);
 }
 
@@ -182,9 +158,10 @@ inline void encoder_backward_buckets(bf16_t* dwte, const bf16_t* dout, const std
                                      int buckets, int C, cudaStream_t s) {
   require(C % pack == 0, "encoder_backward_buckets", "C must be a multiple of 8");
   if (buckets == 0) return;
-  constexpr int threads = 128;  // 1024 channels per block: one y-block for C ≤ 1024, two for 1600
-  const dim3 grid(unsigned(buckets), ceil_div(std::size_t(C) / pack, threads));
-  encoder_backward_buckets_kernel<><<<grid, threads, 0, s>>>(dwte, dout, packed, C);
+  const dim3 block(encoder_bucket_lanes, encoder_row_groups);
+  const dim3 grid(unsigned(buckets),
+                  ceil_div(std::size_t(C) / pack, std::size_t(encoder_bucket_lanes)));
+  encoder_backward_buckets_kernel<><<<grid, block, 0, s>>>(dwte, dout, packed, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("encoder_backward_buckets_kernel");
 }
 
