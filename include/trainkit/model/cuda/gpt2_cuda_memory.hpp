@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/model/cuda/layernorm_chunks.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 
 namespace trainkit::model {
@@ -90,7 +91,6 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   const std::size_t rows = naive ? 0 : std::size_t(B) * H * std::size_t(T);  // lse per head row
   const std::size_t bf = 2, f32 = 4;
   const std::size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
-  const std::size_t ln_chunks = (N + 255) / 256;  // layernorm_rows_per_chunk
 
   gpt2_cuda_arena_plan p;
   std::size_t at = 0;
@@ -132,7 +132,7 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.dln, N * C * bf);
   take(p.datty, N * C * bf);
   take(p.dfch, N * 4 * C * bf);
-  take(p.ln_partial, ln_chunks * 2 * C * f32);
+  take(p.ln_partial, kernels::layernorm_partial_floats(N, int(C)) * f32);
   take(p.bias_grad, 4 * C * bf);
   take(p.buckets, (3 * N + 2) * 4);  // token_buckets::packed(): 1 + U + (U + 1) + N, U ≤ N
   p.total_bytes = at;
