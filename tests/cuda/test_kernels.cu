@@ -341,4 +341,25 @@ TEST(CudaKernels, GeluForward) {
   EXPECT_LT(relative_error(to_host(out), expected), tol_single);
 }
 
+// dst += src, exact per element (one bf16 rounding of an fp32 sum): the vector path, its scalar
+// tail (n not a multiple of 8) and unaligned buffers (offset by one element) all give it.
+TEST(CudaKernels, AccumulateVectorTailAndUnaligned) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  std::mt19937_64 rng(10);
+  const std::size_t n = 3 * 1024 + 5;
+  const fvec a = random_bf16(n + 1, rng), b = random_bf16(n + 1, rng);
+  for (const std::size_t offset : {std::size_t(0), std::size_t(1)}) {
+    const std::size_t m = n - offset;
+    fvec want(a.begin() + std::ptrdiff_t(offset), a.begin() + std::ptrdiff_t(offset + m));
+    for (std::size_t i = 0; i < m; ++i) want[i] = round_bf16(want[i] + b[offset + i]);
+    auto da = to_device(a), db = to_device(b);
+    k::accumulate(dev(da) + offset, dev(db) + offset, std::int64_t(m), 0);
+    const fvec got = to_host(da);
+    EXPECT_EQ(fvec(got.begin() + std::ptrdiff_t(offset), got.begin() + std::ptrdiff_t(offset + m)),
+              want)
+        << "offset " << offset;
+    if (offset == 1) EXPECT_EQ(got[0], a[0]) << "element before the range written";
+  }
+}
+
 }  // namespace

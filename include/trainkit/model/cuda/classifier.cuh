@@ -24,12 +24,17 @@ namespace trainkit::model::kernels {
 // flight per thread without starving the grid of blocks. Not tuned on a GPU yet.
 inline constexpr int classifier_threads = 512;
 
-__device__ inline void online_update(float& m, float& s, float x) {
-  if (x > m) {
-    s = s * expf(m - x) + 1.0f;
-    m = x;
+// The softmax runs in base 2 on y = x·log2(e): exp2f is the hardware's native exponential
+// (expf is exp2f of a product split for accuracy), and ln Σ e^x = ln 2 · (m + log2 Σ 2^(y − m)).
+inline constexpr float classifier_log2e = 1.4426950408889634f;
+inline constexpr float classifier_ln2 = 0.6931471805599453f;
+
+__device__ inline void online_update(float& m, float& s, float y) {
+  if (y > m) {
+    s = s * exp2f(m - y) + 1.0f;
+    m = y;
   } else {
-    s += expf(x - m);
+    s += exp2f(y - m);
   }
 }
 
@@ -49,13 +54,13 @@ __global__ void __launch_bounds__(classifier_threads)
     const bf16x8 xv = load8(x + std::int64_t(v) * pack);
 #pragma unroll
     for (int k = 0; k < pack; ++k)
-      if (v * pack + k < V) online_update(m, s, __bfloat162float(xv.v[k]));
+      if (v * pack + k < V) online_update(m, s, __bfloat162float(xv.v[k]) * classifier_log2e);
   }
-  const float block_m = block_max(m, scratch);
-  const float scaled = m == -INFINITY ? 0.0f : s * expf(m - block_m);
+  const float block_m = block_max(m, scratch);  // of y = x·log2(e)
+  const float scaled = m == -INFINITY ? 0.0f : s * exp2f(m - block_m);
   const float sum = block_sum(scaled, scratch);
   if (threadIdx.x == 0) {
-    losses[row] = valid ? logf(sum) + block_m - target_logit : 0.0f;
+    losses[row] = valid ? (log2f(sum) + block_m) * classifier_ln2 - target_logit : 0.0f;
     if (!valid) *bad_target = 1;
   }
   if (!backward) return;
@@ -67,7 +72,8 @@ __global__ void __launch_bounds__(classifier_threads)
       const int j = v * pack + k;
       float d = 0.0f;
       if (valid && j < V)
-        d = dloss * (expf(__bfloat162float(xv.v[k]) - block_m) * inv - (j == target ? 1.0f : 0.0f));
+        d = dloss * (exp2f(__bfloat162float(xv.v[k]) * classifier_log2e - block_m) * inv -
+                     (j == target ? 1.0f : 0.0f));
       xv.v[k] = __float2bfloat16(d);
     }
     store8(x + std::int64_t(v) * pack, xv);
