@@ -224,17 +224,38 @@ TEST(Gpt2CudaHost, MemoryReport) {
   const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0);
   EXPECT_EQ(r.parameters, cfg.num_parameters() * 2);
   EXPECT_EQ(r.gradients, r.parameters);
-  EXPECT_GE(r.scratch, trainkit::model::gpt2_cuda_cublas_workspace_bytes);
-  EXPECT_EQ(r.total(), r.parameters + r.gradients + r.activations + r.scratch);
+  EXPECT_EQ(r.optimizer, cfg.num_parameters() * 12);
+  EXPECT_GE(r.workspace, trainkit::model::gpt2_cuda_cublas_workspace_bytes);
+  EXPECT_EQ(r.total(), r.parameters + r.gradients + r.optimizer + r.activations + r.workspace);
   // d12 at B=16, T=1024 with everything kept: llm.c needs ~10 GiB of activations; ours keeps
   // fp32-free bf16 activations plus bf16 attention matrices, so it must stay in that range.
   EXPECT_GT(r.activations, std::size_t(8) << 30);
   EXPECT_LT(r.activations, std::size_t(20) << 30);
   const std::string text = r.to_string();
-  EXPECT_NE(text.find("parameters 237.4 MiB"), std::string::npos) << text;
+  char want[96];  // 124,475,904 parameters (padded vocabulary): 2 B, 2 B and 12 B each
+  std::snprintf(want, sizeof want, "parameters 237.4 MiB, gradients 237.4 MiB, optimizer %.1f MiB",
+                double(cfg.num_parameters()) * 12 / double(1 << 20));
+  EXPECT_NE(text.find(want), std::string::npos) << text;
+  EXPECT_NE(text.find("workspace"), std::string::npos) << text;
   EXPECT_NE(text.find("total"), std::string::npos) << text;
   EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 2048, 0), trainkit::config_error);
   EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 64, 3), trainkit::config_error);
+}
+
+// The run trainkit exists for: GPT-2 XL (d48) at B=16, T=1024 with nothing recomputed fits one
+// H200 (about 139 GiB usable) with flash or cuDNN attention, with room for the CUDA context and
+// cuDNN's workspace; with the naive attention's T×T matrices it would not leave that room.
+TEST(Gpt2CudaHost, D48AtB16FitsAnH200WithoutRecomputation) {
+  using trainkit::model::gpt2_attention;
+  const auto cfg = trainkit::model::gpt2_config::preset("d48");
+  constexpr double gib = double(1 << 30);
+  for (const auto attention : {gpt2_attention::flash, gpt2_attention::cudnn}) {
+    const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, attention);
+    std::printf("d48 B=16 T=1024 recompute 0: %s\n", r.to_string().c_str());
+    EXPECT_LT(double(r.total()) / gib, 120.0) << r.to_string();
+  }
+  const auto naive = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, gpt2_attention::naive);
+  EXPECT_GT(double(naive.total()) / gib, 100.0) << naive.to_string();
 }
 
 }  // namespace

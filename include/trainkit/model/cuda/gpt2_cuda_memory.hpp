@@ -140,16 +140,20 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   return p;
 }
 
-/// Device memory of a CUDA GPT-2, by use.
+/// Device memory of a CUDA GPT-2 training run, by use.
 struct gpt2_cuda_memory_report {
   std::size_t parameters = 0;   // bf16 weights
   std::size_t gradients = 0;    // bf16 gradients
+  std::size_t optimizer = 0;    // adamw_cuda: fp32 master weights and both moments (12 B/param)
   std::size_t activations = 0;  // kept from forward for backward
-  std::size_t scratch = 0;      // arena scratch + the cuBLASLt workspace
+  std::size_t workspace = 0;    // arena scratch (backward's temporaries) + the cuBLASLt workspace
 
-  std::size_t total() const noexcept { return parameters + gradients + activations + scratch; }
+  std::size_t total() const noexcept {
+    return parameters + gradients + optimizer + activations + workspace;
+  }
 
-  /// "parameters 249.0 MiB, gradients 249.0 MiB, activations …, scratch …, total …".
+  /// "parameters 237.4 MiB, gradients 237.4 MiB, optimizer …, activations …, workspace …,
+  /// total …".
   std::string to_string() const {
     auto mib = [](std::size_t b) {
       const double m = double(b) / double(1 << 20);
@@ -157,22 +161,24 @@ struct gpt2_cuda_memory_report {
       std::snprintf(buf, sizeof(buf), "%.1f MiB", m);
       return std::string(buf);
     };
-    return "parameters " + mib(parameters) + ", gradients " + mib(gradients) + ", activations " +
-           mib(activations) + ", scratch " + mib(scratch) + ", total " + mib(total());
+    return "parameters " + mib(parameters) + ", gradients " + mib(gradients) + ", optimizer " +
+           mib(optimizer) + ", activations " + mib(activations) + ", workspace " + mib(workspace) +
+           ", total " + mib(total());
   }
 };
 
 inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = std::size_t(32) << 20;
 
-/// What a CUDA GPT-2 of shape `cfg` uses for batches of (B, T).
+/// What a CUDA GPT-2 of shape `cfg` trained with adamw_cuda uses for batches of (B, T).
 inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, int T, int recompute,
                                                 gpt2_attention attention = gpt2_attention::naive) {
   const gpt2_cuda_arena_plan p = plan_gpt2_cuda_arena(cfg, B, T, recompute, attention);
   gpt2_cuda_memory_report r;
   r.parameters = cfg.num_parameters() * 2;
   r.gradients = r.parameters;
+  r.optimizer = cfg.num_parameters() * 3 * 4;  // master, m, v in fp32
   r.activations = p.activation_bytes;
-  r.scratch = p.scratch_bytes + gpt2_cuda_cublas_workspace_bytes;
+  r.workspace = p.scratch_bytes + gpt2_cuda_cublas_workspace_bytes;
   return r;
 }
 
