@@ -5,7 +5,9 @@
 // each step, so the curves are compared within 5% per step (a wrong optimizer, prefetcher or
 // gradient sends them apart within a few steps) and the GPU loss must fall by 15%. In
 // deterministic mode two runs give bit-identical losses. Also: sync checkpoint through
-// host_staged_checkpointer, resumed run continues with the same losses. Skips without a device.
+// host_staged_checkpointer, resumed run continues with the same losses. With NCCL: the NCCL
+// reducer over a world of one GPU gives the single-process losses bit for bit (its buckets are
+// published, reduced on its own stream and ordered back). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -26,6 +28,9 @@
 #include "trainkit/optim/adamw_cuda.hpp"
 #include "trainkit/prefetch/pinned_prefetcher.hpp"
 #include "trainkit/trainer/trainer.hpp"
+#if defined(TRAINKIT_TEST_NCCL)
+#include "trainkit/reduce/nccl_allreduce.hpp"
+#endif
 
 namespace {
 
@@ -158,5 +163,41 @@ TEST(CudaTraining, SyncCheckpointOfDeviceStateResumesExactly) {
   for (std::size_t i = 0; i < 6; ++i)
     EXPECT_EQ(r.steps[i].loss, straight[6 + i]) << "resumed step " << 7 + i;
 }
+
+#if defined(TRAINKIT_TEST_NCCL)
+static_assert(tk::reduce::gradient_reducer_for<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
+
+// One rank: ncclAvg over one GPU is the identity, so any difference from reduce::single is the
+// reducer's ordering (a bucket reduced while backward still writes it, the optimizer running
+// before the comm stream) or a bucket it never handed back.
+TEST(CudaTraining, NcclReducerOverOneGpuGivesTheSingleProcessLosses) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  temp_dir dir;
+  training_setup s;
+  s.steps = 20;
+  s.shard = tk::test_ref::write_corpus_shard(dir.path.string());
+  const auto cfg = tk::model::gpt2_config::preset(s.preset);
+  tk::trainer_config tc = loop_config(s);
+  tc.total_batch_tokens = std::size_t(2) * s.batch * s.seq;  // two micro-steps per step
+  std::vector<double> single;
+  {
+    gpu_trainer<tk::checkpoint::no_checkpoint> t(tc, source(s, cfg.vocab_size), std::nullopt,
+                                                 tk::model::gpt2_cuda(cfg, s.seed),
+                                                 optimizer_config(s), {});
+    for (const auto& m : t.run().steps) single.push_back(m.loss);
+  }
+  const auto comm = tk::reduce::nccl_communicator::single();
+  EXPECT_EQ(comm.world_size(), 1);
+  tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinned<4>, tk::model::gpt2_cuda,
+              tk::optim::adamw_cuda, tk::checkpoint::no_checkpoint, tk::reduce::nccl_allreduce>
+      t(tc, source(s, cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, s.seed),
+        optimizer_config(s), tk::checkpoint::no_checkpoint{}, tk::reduce::nccl_allreduce(comm));
+  const auto r = t.run();
+  ASSERT_EQ(r.steps.size(), single.size());
+  for (std::size_t i = 0; i < single.size(); ++i)
+    EXPECT_EQ(r.steps[i].loss, single[i]) << "step " << i + 1;
+  EXPECT_LT(single.back(), single.front());
+}
+#endif
 
 }  // namespace
