@@ -22,6 +22,7 @@
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/cuda/matmul.cuh"
+#include "trainkit/model/cuda/token_buckets.cuh"
 
 namespace {
 
@@ -360,6 +361,42 @@ TEST(CudaKernels, AccumulateVectorTailAndUnaligned) {
         << "offset " << offset;
     if (offset == 1) EXPECT_EQ(got[0], a[0]) << "element before the range written";
   }
+}
+
+// The deterministic step builds its token buckets on the device: the same packed arrays as the
+// host's make_token_buckets (stable order, out-of-range tokens left out), and the bucket kernel
+// launched for the upper bound N gives the twin's result.
+TEST(CudaKernels, DeviceTokenBucketsEqualTheHostsAndFeedTheKernel) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  std::mt19937_64 rng(22);
+  const int N = 4 * 1024 + 3, V = 50257, Vp = 50304, C = 768;
+  std::vector<double> w(V);
+  for (int r = 0; r < V; ++r) w[r] = 1.0 / std::pow(r + 1.0, 1.1);
+  std::discrete_distribution<int> rank(w.begin(), w.end());
+  std::vector<std::int32_t> tokens(N);
+  for (auto& t : tokens) t = rank(rng);
+  tokens[7] = V;  // out of range: flagged by the forward, left out here
+  tokens[100] = -1;
+  tokens[N - 1] = V + 5;
+  const auto host = k::make_token_buckets(tokens, V);
+  const std::vector<std::int32_t> want = host.packed();
+  k::device_token_buckets dev_buckets;
+  dev_buckets.reserve(std::size_t(N) + 100, V);  // capacity above the batch: a smaller batch
+  auto d_tok = to_device_raw(tokens);
+  auto d_packed = to_device_raw(std::vector<std::int32_t>(3 * std::size_t(N) + 2, -7));
+  dev_buckets.build(d_packed.data(), d_tok.data(), N, V, 0);
+  std::vector<std::int32_t> got = to_host_raw(d_packed);
+  got.resize(want.size());
+  EXPECT_EQ(got, want);
+
+  const fvec dout = random_bf16(std::size_t(N) * C, rng);
+  const fvec dwte0 = random_bf16(std::size_t(Vp) * C, rng, 0.1f);
+  fvec twin = dwte0;
+  k::encoder_backward_buckets_twin(twin, dout, host, C);
+  auto d_dout = to_device(dout);
+  auto dwte = to_device(dwte0);
+  k::encoder_backward_buckets(dev(dwte), dev(d_dout), d_packed.data(), N, C, 0);
+  EXPECT_EQ(to_host(dwte), twin);
 }
 
 }  // namespace

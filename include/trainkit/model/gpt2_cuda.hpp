@@ -14,9 +14,9 @@
 // and forward_backward only enqueue work on the context's stream — no host synchronisation, the
 // loss of each micro-step is added to a device double and copied to pinned memory on the last
 // micro-step, and step_loss() reads it after the trainer synchronised the context. Buckets are
-// published right after the last kernel writing them is enqueued. Exceptions: deterministic mode
-// waits on the host for the copy of the token ids (it builds the encoder's buckets on the host),
-// and a batch shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
+// published right after the last kernel writing them is enqueued. Deterministic mode builds the
+// encoder's token buckets on the device too (model/cuda/token_buckets.cuh). The exception: a batch
+// shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
 // The other public functions (forward, the convenience forward_backward, copies) run on the
 // model's own stream and return with their work complete. Batches passed to the protocol must be
 // complete in the context's stream order (pinned_prefetcher bound to the context does that).
@@ -62,6 +62,7 @@
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/cuda/loss_sum.cuh"
 #include "trainkit/model/cuda/matmul.cuh"
+#include "trainkit/model/cuda/token_buckets.cuh"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/step_protocol.hpp"
 #ifdef TRAINKIT_HAS_CUDNN_FRONTEND
@@ -190,8 +191,7 @@ class gpt2_cuda {
     plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
-    host_tokens_ = trainkit::cuda::pinned_buffer<std::int32_t>(std::size_t(nb) * nt);
-    host_buckets_ = trainkit::cuda::pinned_buffer<std::int32_t>(3 * std::size_t(nb) * nt + 2);
+    if (options_.deterministic) token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
     arena_batch_ = nb;
     arena_seq_ = nt;
   }
@@ -372,11 +372,6 @@ class gpt2_cuda {
     reserve(B, T);
     const stream_scope scope(*this, s);
     const std::size_t N = std::size_t(B) * T;
-    if (options_.deterministic) {  // token ids to the host now; buckets are built during forward
-      trainkit::cuda::copy_to_host_async(std::span<std::int32_t>(host_tokens_.data(), N),
-                                         batch.inputs, s);
-      tokens_copied_.record(s);
-    }
     // Bad-token flags collect over the step's micro-steps: cleared only on the first.
     if (first) begin_step(N, s);
     step_rows_ = N;
@@ -673,15 +668,10 @@ class gpt2_cuda {
     }
     kernels::encoder_backward_wpe(grad(wpe), dres, B, T, C, s);
     if (options_.deterministic) {
-      tokens_copied_.synchronize();  // enqueued before the forward: long done by now
-      const kernels::token_buckets buckets = kernels::make_token_buckets(
-          std::span<const std::int32_t>(host_tokens_.data(), std::size_t(N)), config_.vocab_size);
-      const std::vector<std::int32_t> packed = buckets.packed();
-      std::copy(packed.begin(), packed.end(), host_buckets_.data());
-      std::int32_t* dev = slot<std::int32_t>(plan_.buckets);
-      trainkit::cuda::copy_to_device_async(
-          dev, std::span<const std::int32_t>(host_buckets_.data(), packed.size()), s);
-      kernels::encoder_backward_buckets(grad(wte), dres, dev, int(buckets.tokens.size()), C, s);
+      std::int32_t* packed = slot<std::int32_t>(plan_.buckets);
+      token_buckets_.build(packed, inputs, int(N), config_.vocab_size, s);
+      // The number of buckets is known on the device only: N blocks, those past it return.
+      kernels::encoder_backward_buckets(grad(wte), dres, packed, int(N), C, s);
     } else {
       kernels::encoder_backward_atomic(grad(wte), dres, inputs, N, C, config_.vocab_size, s);
     }
@@ -705,9 +695,7 @@ class gpt2_cuda {
   gpt2_cuda_arena_plan plan_;
   int arena_batch_ = 0, arena_seq_ = 0;
   std::size_t step_rows_ = 0;
-  trainkit::cuda::pinned_buffer<std::int32_t> host_tokens_;   // (N) deterministic mode
-  trainkit::cuda::pinned_buffer<std::int32_t> host_buckets_;  // packed token buckets
-  trainkit::cuda::event tokens_copied_{false};
+  kernels::device_token_buckets token_buckets_;      // deterministic mode's scratch
   trainkit::cuda::device_buffer<double> loss_sums_;  // (2,) Σ micro-step mean losses; forward()'s
   trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
   int step_count_ = 1;                               // micro-steps of the step being read

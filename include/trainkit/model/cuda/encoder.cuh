@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(encoder_bucket_lanes* encoder_row_groups)
 }
 
 /// dwte += per-token sums of dout (N, C); `packed` is token_buckets::packed() on the device and
-/// `buckets` its number of buckets (U).
+/// `buckets` its number of buckets U, or any upper bound of it (blocks past packed[0] return).
 inline void encoder_backward_buckets(bf16_t* dwte, const bf16_t* dout, const std::int32_t* packed,
                                      int buckets, int C, cudaStream_t s) {
   require(C % pack == 0, "encoder_backward_buckets", "C must be a multiple of 8");
