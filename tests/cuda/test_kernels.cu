@@ -399,4 +399,40 @@ TEST(CudaKernels, DeviceTokenBucketsEqualTheHostsAndFeedTheKernel) {
   EXPECT_EQ(to_host(dwte), twin);
 }
 
+// Autotuning times several algorithms on the first GEMM of a shape: an accumulating GEMM
+// (β = 1, the weight gradients) must still add A·Bᵀ to D exactly once per call — the trials
+// write a scratch copy — and the second call of the shape reuses the choice (no new trials).
+TEST(CudaKernels, MatmulAutotuneAccumulatesOncePerCall) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  std::mt19937_64 rng(11);
+  const int N = 256, IC = 768, OC = 768;
+  const fvec inp = random_bf16(std::size_t(N) * IC, rng),
+             w = random_bf16(std::size_t(OC) * IC, rng, 0.05f),
+             d0 = random_bf16(std::size_t(N) * OC, rng);
+  fvec prod;
+  ref::linear_forward(prod, inp, w, fvec(OC, 0.0f), N, IC, OC);
+  auto d_inp = to_device(inp), d_w = to_device(w), d = to_device(d0);
+  k::matmul_context mm;
+  ASSERT_TRUE(mm.autotune());
+  k::matmul_arguments f;
+  f.a = dev(d_inp), f.lda = IC;
+  f.b = dev(d_w), f.trans_b = true, f.ldb = IC;
+  f.d = dev(d), f.ldd = OC;
+  f.m = N, f.n = OC, f.k = IC;
+  f.beta = 1.0f;
+  for (int call = 1; call <= 2; ++call) {
+    mm.run(f, 0);
+    fvec want(d0.size());
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = d0[i] + float(call) * prod[i];
+    EXPECT_LT(relative_error(to_host(d), want), tol_chain) << "call " << call;
+  }
+  ASSERT_EQ(mm.tuning_log().size(), 1u);
+  const auto& t = mm.tuning_log()[0];
+  EXPECT_GE(t.candidates, 1);
+  EXPECT_GT(t.best_ms, 0.0);
+  EXPECT_LE(t.best_ms, t.heuristic_ms);
+  std::printf("[ autotune ] %dx%dx%d: %d candidates, heuristic %.4f ms, best #%d %.4f ms\n", t.m,
+              t.n, t.k, t.candidates, t.heuristic_ms, t.chosen, t.best_ms);
+}
+
 }  // namespace

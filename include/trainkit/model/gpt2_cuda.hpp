@@ -104,6 +104,7 @@ class gpt2_cuda {
         buckets_(gpt2_gradient_buckets(config_)),
         stream_(std::make_unique<trainkit::cuda::stream>()),
         blas_(std::make_unique<kernels::matmul_context>()) {
+    blas_->set_autotune(options_.gemm_autotune && !options_.deterministic);
     if (params.size() != config_.num_parameters())
       throw config_error("gpt2_cuda: " + std::to_string(params.size()) +
                          " parameters given, shape " + config_.to_string() + " has " +
@@ -144,6 +145,10 @@ class gpt2_cuda {
   cudaStream_t stream() const noexcept { return stream_->get(); }
   /// GEMMs whose epilogue ran through fallback kernels (cuBLASLt had no fused algorithm).
   int matmul_fallbacks() const noexcept { return blas_->fallbacks(); }
+  /// The GEMM shapes autotuned so far (empty in deterministic mode or with gemm_autotune off).
+  const std::vector<kernels::matmul_context::tuning_record>& gemm_tuning() const noexcept {
+    return blas_->tuning_log();
+  }
 
   /// --calibrate (trainer/calibrate.hpp): the best of `reps` cuBLASLt bf16 GEMMs of n³ with fp32
   /// accumulation — the model's own matmul path — timed with events on the model's stream. 8192³

@@ -12,25 +12,33 @@
 //    With A = dout stored (K, M) and trans_a, that is the bias gradient of a linear layer,
 //    computed by the weight-gradient GEMM for free. It overwrites bias_grad (no accumulation).
 // Inputs are bf16, accumulation fp32 (CUBLAS_COMPUTE_32F), D is bf16 or fp32. Algorithms come
-// from cuBLASLt's heuristic, cached per shape, with the alignment the pointers really have (the
-// heuristic assumes 256-byte alignment unless told, and an algorithm chosen under that assumption
-// faults on a T×T attention slice at an odd T). When the heuristic offers no algorithm for a fused
-// epilogue, the plain GEMM runs and small kernels apply the epilogue: slower, same result.
-// Workspace: 32 MiB, what the cuBLAS documentation recommends for Hopper.
+// from cuBLASLt's heuristic, with the alignment the pointers really have (the heuristic assumes
+// 256-byte alignment unless told, and an algorithm chosen under that assumption faults on a T×T
+// attention slice at an odd T), and are cached per shape. With autotuning on (the default), the
+// first GEMM of each shape times the heuristic's top candidates (up to 8, 3 runs each after a
+// warm-up, CUDA events) and keeps the fastest: a one-time host wait per shape, in the first step.
+// Trials of a GEMM that accumulates (β ≠ 0) write to a scratch copy, so D is written once. When the
+// heuristic offers no algorithm for a fused epilogue, the plain GEMM runs and small kernels apply
+// the epilogue: slower, same result. Workspace: 32 MiB, what the cuBLAS documentation recommends
+// for Hopper.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
+#include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/model/cuda/common.cuh"
 
 namespace trainkit::model::kernels {
@@ -106,6 +114,21 @@ class matmul_context {
 
   /// Number of GEMMs that ran an epilogue through the fallback kernels (tests and reports).
   int fallbacks() const noexcept { return fallbacks_; }
+
+  /// One shape's autotuning: how many candidates were timed, the heuristic's first choice and the
+  /// fastest, in milliseconds per GEMM.
+  struct tuning_record {
+    int m = 0, n = 0, k = 0, batch = 1;
+    epilogue ep = epilogue::none;
+    int candidates = 0;
+    int chosen = 0;  // index into the heuristic's list; 0 = its own first choice
+    double heuristic_ms = 0, best_ms = 0;
+  };
+
+  /// Time the heuristic's candidates on each new shape (default) or take its first choice.
+  void set_autotune(bool on) noexcept { autotune_ = on; }
+  bool autotune() const noexcept { return autotune_; }
+  const std::vector<tuning_record>& tuning_log() const noexcept { return tuning_; }
 
   /// Checks the arguments; throws config_error naming what cannot work.
   static void can_implement(const matmul_arguments& x) {
@@ -240,17 +263,23 @@ class matmul_context {
         (void)cublasLtMatmulPreferenceDestroy(pref);
         throw;
       }
-      cublasLtMatmulHeuristicResult_t result{};
+      std::array<cublasLtMatmulHeuristicResult_t, max_candidates> results{};
       int returned = 0;
       const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
-          handle_, desc.get(), la.get(), lb.get(), ld.get(), ld.get(), pref, 1, &result, &returned);
+          handle_, desc.get(), la.get(), lb.get(), ld.get(), ld.get(), pref,
+          autotune_ ? max_candidates : 1, results.data(), &returned);
       (void)cublasLtMatmulPreferenceDestroy(pref);
       if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && returned == 0)) {
         cache_.emplace(key, std::nullopt);
         return false;
       }
       TRAINKIT_CUBLAS_CHECK(s);
-      found = cache_.emplace(key, result.algo).first;
+      int best = 0;
+      if (returned > 1) {
+        best = pick_fastest(x, desc, la, lb, ld, std::span(results.data(), std::size_t(returned)),
+                            ep, stream);
+      }
+      found = cache_.emplace(key, results[std::size_t(best)].algo).first;
     }
     if (!found->second) return false;
     const float alpha = x.alpha, beta = x.beta;
@@ -356,9 +385,58 @@ class matmul_context {
     cublasLtMatmulDesc_t h_ = nullptr;
   };
 
+  static constexpr int max_candidates = 8;
+
+  // Times each candidate (1 warm-up + 3 runs, events on `stream`, then a host wait) and returns
+  // the index of the fastest; a candidate that fails to run is skipped. β ≠ 0 reads D: the
+  // trials then write a scratch copy of it, so the caller's D is untouched until the real run.
+  int pick_fastest(const matmul_arguments& x, operation& desc, const layout& la, const layout& lb,
+                   const layout& ld, std::span<const cublasLtMatmulHeuristicResult_t> candidates,
+                   epilogue ep, cudaStream_t stream) {
+    void* d = x.d;
+    trainkit::cuda::device_buffer<std::byte> scratch;
+    if (x.beta != 0.0f) {
+      const std::size_t es = x.d_is_f32 ? 4 : 2;
+      const std::size_t span_elems = std::size_t(x.batch - 1) * std::size_t(x.stride_d) +
+                                     std::size_t(x.m - 1) * std::size_t(x.ldd) + std::size_t(x.n);
+      scratch = trainkit::cuda::device_buffer<std::byte>(span_elems * es);
+      scratch.fill_bytes_async(0, stream);
+      d = scratch.data();
+    }
+    const float alpha = x.alpha, beta = x.beta;
+    trainkit::cuda::event start, stop;
+    constexpr int runs = 3;
+    int best = 0;
+    float best_ms = 0, first_ms = 0;
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      auto launch = [&] {
+        return cublasLtMatmul(handle_, desc.get(), &alpha, x.b, la.get(), x.a, lb.get(), &beta, d,
+                              ld.get(), d, ld.get(), &candidates[c].algo, workspace_.data(),
+                              workspace_bytes, stream);
+      };
+      if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // this candidate cannot run the shape
+      start.record(stream);
+      bool ok = true;
+      for (int r = 0; r < runs && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
+      stop.record(stream);
+      if (!ok) continue;
+      const float ms = trainkit::cuda::elapsed_ms(start, stop) / float(runs);
+      if (c == 0) first_ms = ms;
+      if (best_ms == 0 || ms < best_ms) {
+        best_ms = ms;
+        best = int(c);
+      }
+    }
+    tuning_.push_back({x.m, x.n, x.k, x.batch, ep, int(candidates.size()), best, double(first_ms),
+                       double(best_ms)});
+    return best;
+  }
+
   cublasLtHandle_t handle_ = nullptr;
   trainkit::cuda::device_buffer<std::byte> workspace_;
   std::map<cache_key, std::optional<cublasLtMatmulAlgo_t>> cache_;
+  std::vector<tuning_record> tuning_;
+  bool autotune_ = true;
   int fallbacks_ = 0;
 };
 
