@@ -303,8 +303,10 @@ class trainer {
       }
       m.tokens += batch.tokens();
     }
-    {
-      // With many ranks: the part of the gradients' reduction that backward did not hide.
+    if constexpr (std::same_as<Reducer, reduce::single>) {
+      reducer_.finish();  // one rank: nothing to wait for, and comm_ms stays exactly 0
+    } else {
+      // The part of the gradients' reduction across ranks that backward did not hide.
       auto timed = clock.time(phase::comm);
       reducer_.finish();
     }
