@@ -20,9 +20,9 @@
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
+#include <trainkit/model/sampling.hpp>
 #include <trainkit/report/chart.hpp>
 #include <trainkit/report/metrics_reader.hpp>
-#include <trainkit/model/sampling.hpp>
 #include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/vocab_files.hpp>
 #include <trainkit/trainkit.hpp>

@@ -2,7 +2,7 @@
 //
 // The trainer measures; sinks show or store what it measured. Each shipped sink (console,
 // JSONL metrics file, TensorBoard event file) is a small class driven by the same two calls, so
-// the loop does not know how a step is rendered and a program can add its own.
+// the loop does not know how a step is rendered or stored.
 #pragma once
 
 #include "trainkit/trainer/report.hpp"
