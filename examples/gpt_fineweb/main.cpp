@@ -21,12 +21,15 @@
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
 #include <trainkit/model/sampling.hpp>
+#include <trainkit/report/chart.hpp>
+#include <trainkit/report/metrics_reader.hpp>
 #include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/vocab_files.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include "default_corpus.hpp"
 #include "eval_command.hpp"
+#include "flag_names.hpp"
 #include "hf_commands.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
@@ -336,14 +339,14 @@ int main(int argc, char** argv) {
     if (*verify) return run_verify(verify_opts, std::cout);
     return run_train(train);
   } catch (const tk::config_error& e) {
-    std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    std::cerr << "gpt_fineweb: error: " << name_flags(e.what()) << "\n";
     return 2;
   } catch (const tk::data::shard_magic_error& e) {
     std::cerr << "gpt_fineweb: error: " << e.what()
               << "; for headerless uint16 files pass --data-format headerless_uint16\n";
     return 2;
   } catch (const tk::format_error& e) {
-    std::cerr << "gpt_fineweb: error: " << e.what() << "\n";
+    std::cerr << "gpt_fineweb: error: " << name_flags(e.what()) << "\n";
     return 2;
   } catch (const tk::io_error& e) {
     std::cerr << "gpt_fineweb: I/O error: " << e.what() << "\n";

@@ -1,4 +1,4 @@
-// train_options.hpp — gpt_fineweb's training flags (DESIGN.md's CLI contract) and their checks.
+// train_options.hpp — gpt_fineweb's training flags (the contract of docs/cli.md) and their checks.
 //
 // Defaults suit a first run on a laptop CPU (d2 on the embedded corpus, loss falling within a
 // minute); the H200 recipe in the README sets every flag explicitly.

@@ -8,7 +8,8 @@
 //                                         trainkit::checkpoint::sync_checkpointer>;
 //
 // Depends only on the standard library, Eigen and Boost. The tokenizer (trainkit/tokenizer/,
-// which needs utf8proc) and the CUDA policies are included separately.
+// which needs utf8proc), the report tool's metrics reader and SVG chart (trainkit/report/; the
+// reader needs nlohmann_json) and the CUDA policies are included separately.
 #pragma once
 
 #include "trainkit/version.hpp"
@@ -55,11 +56,15 @@
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 
 #include "trainkit/trainer/calibrate.hpp"
-#include "trainkit/trainer/chart.hpp"
 #include "trainkit/trainer/metrics.hpp"
-#include "trainkit/trainer/metrics_reader.hpp"
 #include "trainkit/trainer/nvtx.hpp"
+#include "trainkit/trainer/phase_clock.hpp"
 #include "trainkit/trainer/report.hpp"
+#include "trainkit/trainer/sinks/concepts.hpp"
+#include "trainkit/trainer/sinks/console.hpp"
+#include "trainkit/trainer/sinks/deferred.hpp"
+#include "trainkit/trainer/sinks/jsonl.hpp"
+#include "trainkit/trainer/sinks/tensorboard.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
 #include "trainkit/trainer/tensorboard.hpp"
 #include "trainkit/trainer/trainer.hpp"

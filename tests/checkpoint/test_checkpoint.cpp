@@ -128,7 +128,7 @@ void expect_format_error(F&& f, const std::vector<std::string>& needles) {
 }  // namespace
 
 TEST(CheckpointFormat, StepDirectoryNames) {
-  EXPECT_EQ(ck::step_dir_name(12), "step_00000012");  // DESIGN.md's example
+  EXPECT_EQ(ck::step_dir_name(12), "step_00000012");  // docs/formats_checkpoint.md's example
   EXPECT_EQ(ck::step_dir_name(123456789), "step_123456789");
   EXPECT_EQ(ck::parse_step_dir_name("step_00000012"), 12u);
   EXPECT_EQ(ck::parse_step_dir_name("step_123456789"), 123456789u);

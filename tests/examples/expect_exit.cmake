@@ -1,6 +1,6 @@
 # Shared by the gpt_fineweb script tests (cmake -P): run ${EXE} in ${WORK} and append to
 # `failures` when the exit code, the stderr regex or the one-line rule for exit 2 does not hold;
-# the command's stdout is left in `last_output`.
+# the command's stdout is left in `last_output`, its stripped stderr in `last_error`.
 # expect_exit(<code> <regex for stderr> args...)
 function(expect_exit code regex)
   execute_process(COMMAND ${EXE} ${ARGN} WORKING_DIRECTORY ${WORK}
@@ -15,4 +15,5 @@ function(expect_exit code regex)
   endif()
   set(failures "${failures}" PARENT_SCOPE)
   set(last_output "${out}" PARENT_SCOPE)
+  set(last_error "${err}" PARENT_SCOPE)
 endfunction()

@@ -2,13 +2,17 @@
 //
 // The example's end-to-end runs (loss falls, resume matches) are ctest scripts beside this file;
 // here are the properties a run cannot show: mlp_lm's hand-written backward pass against finite
-// differences, forward() leaving gradients alone, grad_scale accumulating, and char_corpus's
-// seek() reproducing the batches after any position.
+// differences, forward() leaving gradients alone, grad_scale accumulating, its gradient buckets
+// published in backward's order (each final when published, none early, only on the last
+// micro-step, tiling the buffer), and char_corpus's seek() reproducing the batches after any
+// position.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +104,73 @@ TEST(MlpLm, LayoutCoversTheBufferWithDecayOnMatricesOnly) {
   EXPECT_EQ(next, m.num_parameters());
   EXPECT_EQ(m.parameters().size(), m.num_parameters());
   EXPECT_EQ(m.state().size(), m.parameter_layout().size());
+}
+
+/// What the model's gradients looked like each time it published a bucket.
+struct publication_log {
+  mlp_lm* model = nullptr;
+  std::vector<std::size_t> order;
+  std::vector<std::vector<float>> gradients;  // the whole buffer at each publication
+
+  static void ready(void* self, std::size_t bucket) {
+    auto& log = *static_cast<publication_log*>(self);
+    log.order.push_back(bucket);
+    const auto g = log.model->gradients();
+    log.gradients.emplace_back(g.begin(), g.end());
+  }
+  trainkit::model::bucket_observer observer() { return {this, &ready}; }
+};
+
+/// The elements of `g` inside `bucket`.
+std::vector<float> in_bucket(std::span<const float> g, const trainkit::model::gradient_bucket& b) {
+  std::vector<float> out;
+  for (const auto& r : b.ranges)
+    out.insert(out.end(), g.begin() + r.offset, g.begin() + r.offset + r.count);
+  return out;
+}
+
+TEST(MlpLm, PublishesItsBucketsInBackwardOrderEachFinalWhenPublished) {
+  const mlp_lm_config cfg{.vocab = 13, .context = 3, .embed = 4, .hidden = 6};
+  mlp_lm m(cfg, 5);
+  const auto buckets = m.gradient_buckets();
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].name, "output");
+  EXPECT_EQ(buckets[1].name, "hidden");
+  EXPECT_EQ(buckets[2].name, "embedding");
+  EXPECT_NO_THROW(trainkit::model::check_buckets_tile(buckets, m.num_parameters(), "mlp_lm"));
+
+  const auto b1 = random_batch(2, 5, cfg.vocab, 4), b2 = random_batch(2, 5, cfg.vocab, 8);
+  trainkit::host_context ctx;
+  publication_log log{&m, {}, {}};
+  m.zero_grad(ctx);
+  trainkit::model::micro_step micro{0.5f, 0, 2, log.observer()};
+  m.forward_backward(trainkit::view_of(b1), micro, ctx);
+  EXPECT_TRUE(log.order.empty()) << "nothing is final before the last micro-step";
+  const std::vector<float> after_first(m.gradients().begin(), m.gradients().end());
+  micro.index = 1;
+  m.forward_backward(trainkit::view_of(b2), micro, ctx);
+  ASSERT_EQ(log.order, (std::vector<std::size_t>{0, 1, 2}));
+  const std::span<const float> final_grads = m.gradients();
+  for (std::size_t k = 0; k < 3; ++k) {
+    // Final when published: the bucket already holds what it holds after backward...
+    EXPECT_EQ(in_bucket(log.gradients[k], buckets[k]), in_bucket(final_grads, buckets[k]))
+        << buckets[k].name;
+    // ...and published as soon as it was: the buckets after it were still untouched by this
+    // micro-step's backward.
+    for (std::size_t later = k + 1; later < 3; ++later)
+      EXPECT_EQ(in_bucket(log.gradients[k], buckets[later]), in_bucket(after_first, buckets[later]))
+          << buckets[later].name << " changed before " << buckets[k].name << " was published";
+  }
+  EXPECT_NE(in_bucket(after_first, buckets[2]), in_bucket(final_grads, buckets[2]))
+      << "the second micro-step must change the embedding gradients for the check to mean "
+         "something";
+
+  // The same micro-steps through the one-call API give the same gradients: listening is free.
+  mlp_lm plain(cfg, 5);
+  plain.zero_grad();
+  plain.forward_backward(trainkit::view_of(b1), 0.5f);
+  plain.forward_backward(trainkit::view_of(b2), 0.5f);
+  EXPECT_TRUE(std::ranges::equal(plain.gradients(), final_grads));
 }
 
 TEST(MlpLm, RejectsTokensOutsideTheVocabulary) {

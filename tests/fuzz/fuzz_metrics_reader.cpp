@@ -5,7 +5,7 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/trainer/metrics_reader.hpp"
+#include "trainkit/report/metrics_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

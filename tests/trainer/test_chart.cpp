@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <trainkit/trainer/chart.hpp>
+#include <trainkit/report/chart.hpp>
 
 namespace tk = trainkit;
 

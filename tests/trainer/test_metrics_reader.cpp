@@ -10,8 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include <trainkit/report/metrics_reader.hpp>
 #include <trainkit/trainer/metrics.hpp>
-#include <trainkit/trainer/metrics_reader.hpp>
+#include <trainkit/trainer/sinks/jsonl.hpp>
 
 namespace tk = trainkit;
 

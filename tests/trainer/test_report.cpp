@@ -60,6 +60,21 @@ TEST(Report, Verdicts) {
   EXPECT_EQ(verdict(100, 40, 0, 1), tk::bottleneck::input);
   EXPECT_EQ(verdict(100, 1, 40, 1), tk::bottleneck::checkpoint);
   EXPECT_EQ(verdict(100, 1, 1, 60), tk::bottleneck::host);
+  // Time blocked in the reducer's finish(): communication, named with its share.
+  std::vector<tk::step_metrics> comm;
+  for (int i = 1; i <= 10; ++i) {
+    comm.push_back(step(i, 100, 1, 0, 1));
+    comm.back().comm_ms = 30;
+    comm.back().dt_ms += 30;
+  }
+  const auto c = tk::summarize(comm);
+  EXPECT_EQ(c.verdict, tk::bottleneck::communication);
+  EXPECT_STREQ(tk::bottleneck_name(c.verdict), "communication-bound");
+  EXPECT_NE(c.evidence.find("waited 22.7% of the time for the gradient reduction"),
+            std::string::npos)
+      << c.evidence;
+  for (auto& m : comm) m.comm_ms = 5, m.dt_ms = 107;  // 4.7%: under the threshold
+  EXPECT_EQ(tk::summarize(comm).verdict, tk::bottleneck::compute);
   std::vector<tk::step_metrics> warm{step(1, 100000)};
   for (int i = 2; i <= 5; ++i) warm.push_back(step(i, 10));
   EXPECT_EQ(tk::summarize(warm).verdict, tk::bottleneck::warmup);
@@ -75,6 +90,8 @@ TEST(Metrics, JsonLineRoundTrips) {
   EXPECT_DOUBLE_EQ(j["loss"].get<double>(), 5.8125);
   EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 6e-4);
   EXPECT_DOUBLE_EQ(j["compute_ms"].get<double>(), 380.25);
+  for (const auto& p : tk::phase_table) EXPECT_TRUE(j.contains(p.json_key)) << p.json_key;
+  EXPECT_DOUBLE_EQ(j["comm_ms"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(j["val_loss"].get<double>(), 5.5);
   m.val_loss = NAN;
   m.mfu = NAN;  // unknown device peak

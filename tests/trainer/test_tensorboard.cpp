@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <trainkit/trainer/sinks/tensorboard.hpp>
 #include <trainkit/trainer/tensorboard.hpp>
 #include <trainkit/trainkit.hpp>
 

@@ -83,7 +83,7 @@ inline std::size_t shape_numel(std::span<const std::int64_t> shape) noexcept {
 
 /// One parameter tensor inside a model's flat parameter buffer.
 struct tensor_info {
-  std::string name;                  // e.g. "h.3.attn.c_attn.weight" style: "wte", "ln1w", ...
+  std::string name;                  // the model's own names: llm.c's "wte", "wpe", "ln1w", ...
   std::vector<std::int64_t> shape;   // row-major
   std::size_t offset = 0;            // in elements from the start of the flat buffer
   bool weight_decay = false;         // AdamW decays 2-D weight matrices only

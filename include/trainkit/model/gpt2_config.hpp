@@ -4,8 +4,8 @@
 // The layout (names, shapes and order of the tensors in the flat parameter buffer) is llm.c's, so
 // an llm.c model file is that buffer behind a 256-int32 header, and the CPU and CUDA models and
 // the optimizers agree on one description. Per-layer tensors are stacked: "qkvw" is (L, 3C, C).
-// FLOPs per token follow DESIGN.md (PaLM appendix B): 6·N + 12·L·C·T, N without the position
-// embedding.
+// FLOPs per token follow docs/architecture.md (PaLM appendix B): 6·N + 12·L·C·T, N without the
+// position embedding.
 #pragma once
 
 #include <array>

@@ -20,7 +20,7 @@
 
 namespace trainkit {
 
-enum class bottleneck { compute, input, checkpoint, host, warmup, eval, unknown };
+enum class bottleneck { compute, input, communication, checkpoint, host, warmup, eval, unknown };
 
 inline const char* bottleneck_name(bottleneck b) noexcept {
   switch (b) {
@@ -28,6 +28,8 @@ inline const char* bottleneck_name(bottleneck b) noexcept {
       return "compute-bound";
     case bottleneck::input:
       return "input-bound";
+    case bottleneck::communication:
+      return "communication-bound";
     case bottleneck::checkpoint:
       return "checkpoint-bound";
     case bottleneck::host:
@@ -46,6 +48,7 @@ inline const char* bottleneck_name(bottleneck b) noexcept {
 /// steady-state time is called the bottleneck.
 struct verdict_thresholds {
   double input_share = 0.10;
+  double comm_share = 0.10;  // waiting for the gradient reduction that backward did not hide
   double checkpoint_share = 0.10;
   double other_share = 0.25;  // unaccounted time (launch gaps, host work) → host-bound
   double eval_share = 0.25;
@@ -167,6 +170,13 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
         "; try a deeper prefetch, mmap'd shards or more loader threads",
         100 * (share(phase::data_wait) + share(phase::h2d)), 100 * share(phase::data_wait),
         100 * share(phase::h2d));
+  } else if (share(phase::comm) > th.comm_share) {
+    r.verdict = bottleneck::communication;
+    r.evidence = format(
+        "the loop waited %.1f%% of the time for the gradient reduction across ranks; overlap "
+        "more of it with backward (smaller gradient buckets), accumulate more micro-steps per "
+        "step or use a faster interconnect",
+        100 * share(phase::comm));
   } else if (share(phase::ckpt_stall) > th.checkpoint_share) {
     r.verdict = bottleneck::checkpoint;
     r.evidence = format(

@@ -25,7 +25,8 @@ struct step_metrics {
   double data_wait_ms = 0;   // blocked waiting for the prefetcher
   double h2d_ms = 0;         // blocked on host-to-device copies (0 on the CPU)
   double compute_ms = 0;     // forward + backward (on a device: the step's one synchronisation)
-  double optimizer_ms = 0;   // reduction, clipping and the optimizer's update
+  double comm_ms = 0;        // blocked in the gradient reducer's finish() (0 with one rank)
+  double optimizer_ms = 0;   // clipping and the optimizer's update
   double ckpt_stall_ms = 0;  // blocked by the checkpointer
   double log_ms = 0;         // writing metrics and the console line
   double eval_ms = 0;        // validation loss, on steps that evaluate
@@ -41,7 +42,17 @@ struct step_metrics {
 };
 
 /// The phases, in the order of the table below.
-enum class phase : std::size_t { data_wait, h2d, compute, optimizer, ckpt_stall, log, eval, other };
+enum class phase : std::size_t {
+  data_wait,
+  h2d,
+  compute,
+  comm,
+  optimizer,
+  ckpt_stall,
+  log,
+  eval,
+  other
+};
 
 struct phase_info {
   const char* name;             // "data_wait": report, chart legend, NVTX range
@@ -51,16 +62,22 @@ struct phase_info {
   bool timed;                   // false for `other`, the remainder of dt_ms
 };
 
-inline constexpr std::array<phase_info, 8> phase_table{{
+inline constexpr std::array<phase_info, 9> phase_table{{
     {"data_wait", "data_wait_ms", &step_metrics::data_wait_ms, 0xffe4572e, true},
     {"h2d", "h2d_ms", &step_metrics::h2d_ms, 0xfff28e2b, true},
     {"compute", "compute_ms", &step_metrics::compute_ms, 0xff4e79a7, true},
+    {"comm", "comm_ms", &step_metrics::comm_ms, 0xffff9da7, true},
     {"optimizer", "optimizer_ms", &step_metrics::optimizer_ms, 0xff59a14f, true},
     {"ckpt_stall", "ckpt_stall_ms", &step_metrics::ckpt_stall_ms, 0xffb07aa1, true},
     {"log", "log_ms", &step_metrics::log_ms, 0xffedc948, true},
     {"eval", "eval_ms", &step_metrics::eval_ms, 0xff76b7b2, true},
     {"other", "other_ms", &step_metrics::other_ms, 0xffbab0ac, false},
 }};
+
+// The enum names the rows: one enumerator per row, `other` (the untimed remainder) last.
+static_assert(phase_table.size() == std::size_t(phase::other) + 1 &&
+                  !phase_table[std::size_t(phase::other)].timed,
+              "trainkit: enum class phase and phase_table disagree");
 
 /// The table entry of `p`.
 constexpr const phase_info& info(phase p) noexcept {

@@ -28,7 +28,6 @@
 
 #include "trainkit/core/crc32c.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/trainer/metrics.hpp"
 
 namespace trainkit {
 
@@ -121,7 +120,7 @@ class tensorboard_writer {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec)
-      throw io_error("--tensorboard: cannot create directory " + dir.string() + ": " +
+      throw io_error("cannot create the TensorBoard directory " + dir.string() + ": " +
                      ec.message());
     char host[256] = "localhost";
     if (::gethostname(host, sizeof host) != 0) std::strcpy(host, "localhost");
@@ -134,7 +133,7 @@ class tensorboard_writer {
       path_ = dir / (stem + "." + std::to_string(i));
     file_.open(path_, std::ios::binary | std::ios::trunc);
     if (!file_)
-      throw io_error("--tensorboard: cannot create " + path_.string() + ": " +
+      throw io_error("cannot create the TensorBoard event file " + path_.string() + ": " +
                      std::strerror(errno));
     write_record(encode_tensorboard_event(now, 0, "brain.Event:2", {}));
   }
@@ -163,45 +162,6 @@ class tensorboard_writer {
 
   std::filesystem::path path_;
   std::ofstream file_;
-};
-
-/// The trainer's TensorBoard output: one Event per step with the run's scalars. Tags are grouped
-/// by prefix so TensorBoard shows train/, val/, perf/ and phase/ sections.
-class tensorboard_sink {
- public:
-  tensorboard_sink() = default;
-  explicit tensorboard_sink(const std::filesystem::path& dir) : writer_(dir) {}
-
-  bool is_open() const noexcept { return writer_.is_open(); }
-  const std::filesystem::path& path() const noexcept { return writer_.path(); }
-
-  void write(const step_metrics& m) {
-    if (!writer_.is_open()) return;
-    writer_.write_scalars(std::int64_t(m.step), scalars(m));
-  }
-
-  /// The scalars written for one step; non-finite values (an unknown MFU) are left out.
-  static std::vector<tensorboard_scalar> scalars(const step_metrics& m) {
-    std::vector<tensorboard_scalar> v;
-    auto add = [&](const char* tag, double x) {
-      if (std::isfinite(x)) v.push_back({tag, float(x)});
-    };
-    add("train/loss", m.loss);
-    add("val/loss", m.val_loss);
-    add("train/lr", m.lr);
-    add("train/grad_norm", m.grad_norm);
-    add("perf/tok_per_s", m.tok_per_s);
-    add("perf/tflops", m.tflops);
-    add("perf/mfu", m.mfu);
-    add("perf/mfu_calibrated", m.mfu_calibrated);
-    add("perf/dt_ms", m.dt_ms);
-    for (const phase_info& p : phase_table)
-      add((std::string("phase/") + p.json_key).c_str(), m.*p.field);
-    return v;
-  }
-
- private:
-  tensorboard_writer writer_;
 };
 
 }  // namespace trainkit

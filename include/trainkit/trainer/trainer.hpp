@@ -3,12 +3,13 @@
 //   trainer<Source, PrefetchRecipe, Model, Optimizer, Checkpointer>
 //
 // The trainer owns the policies, runs gradient accumulation up to the configured tokens per step,
-// evaluates, checkpoints and resumes, and measures every phase of every step: the phases during
-// which the loop is blocked (data wait, H2D, compute, optimizer, checkpoint stall, logging, eval)
-// plus "other" tile each step's wall time exactly, so the end-of-run report can say honestly
-// where the time went. Compositions that cannot work (a host prefetcher feeding a device model,
-// an optimizer for another parameter type) are rejected at compile time by static_asserts whose
-// messages name the broken requirement.
+// evaluates, checkpoints and resumes, and measures every phase of every step with a phase_clock:
+// the phases of the phase table during which the loop is blocked (data wait, H2D, compute,
+// communication, optimizer, checkpoint stall, logging, eval) plus "other" tile each step's wall
+// time exactly, so the end-of-run report can say honestly where the time went. What it measured
+// goes to sinks (trainer/sinks/: console, JSONL metrics, TensorBoard). Compositions that cannot
+// work (a host prefetcher feeding a device model, an optimizer for another parameter type) are
+// rejected at compile time by static_asserts whose messages name the broken requirement.
 #pragma once
 
 #include <unistd.h>
@@ -41,34 +42,46 @@
 #include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/calibrate.hpp"
-#include "trainkit/trainer/metrics.hpp"
 #include "trainkit/trainer/nvtx.hpp"
+#include "trainkit/trainer/phase_clock.hpp"
 #include "trainkit/trainer/report.hpp"
+#include "trainkit/trainer/sinks/console.hpp"
+#include "trainkit/trainer/sinks/deferred.hpp"
+#include "trainkit/trainer/sinks/jsonl.hpp"
+#include "trainkit/trainer/sinks/tensorboard.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
-#include "trainkit/trainer/tensorboard.hpp"
 
 namespace trainkit {
 
-/// Loop settings (the optimizer's own settings travel in its config_type).
+/// The run's settings (the optimizer's own travel in its config_type). Errors name these fields
+/// ("trainer_config.steps must be >= 0"); a program maps them to its flags.
 struct trainer_config {
+  // The loop.
   int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
-  std::size_t total_batch_tokens = 0;     // tokens per optimizer step; 0 = one micro-batch of B·T
-  optim::lr_schedule schedule{};          // its total_steps is set to `steps` by the trainer
-  int eval_every = 0;                     // 0 = never (except at the end when a val source exists)
-  int eval_batches = 20;                  // validation batches per evaluation
-  int ckpt_every = 0;                     // 0 = only at the end of the run / on a stop request
-  bool ckpt_at_end = true;                // save when the run ends or is stopped by a signal
-  bool resume = false;                    // continue from the newest valid checkpoint, if any
-  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
-  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
-  bool calibrate = false;     // time a GEMM before step 1; MFU is then also reported against it
-  int log_every = 1;          // console line every N steps (metrics: every step)
-  bool progress_bar = false;  // live progress line (programs enable it on a terminal)
-  bool quiet = false;         // no console output at all
+  std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
+  optim::lr_schedule schedule{};       // its total_steps is set to `steps` by the trainer
+  int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
+  int eval_batches = 20;               // validation batches per evaluation
+  int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
+  bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
+  bool resume = false;                 // continue from the newest valid checkpoint, if any
+  std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
+
+  // MFU: the peak the achieved FLOP/s are measured against.
+  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
   std::string device_name = "cpu";  // for the peak table (CUDA models report their own)
   compute_dtype dtype = compute_dtype::f32;
-  double peak_tflops = 0;                   // > 0 overrides the peak table
-  std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
+  double peak_tflops = 0;  // > 0 overrides the peak table
+
+  // The sinks: what is shown and stored (sinks/console.hpp, sinks/jsonl.hpp,
+  // sinks/tensorboard.hpp).
+  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
+  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
+  int log_every = 1;                      // console line every N steps (metrics: every step)
+  bool progress_bar = false;              // live progress line (programs enable it on a terminal)
+  bool quiet = false;                     // no console output at all
+
+  console_settings console() const noexcept { return {log_every, progress_bar, quiet}; }
 };
 
 /// What `run()` returns.
@@ -149,7 +162,7 @@ class trainer {
         checkpointer_(std::move(checkpointer)),
         reducer_(std::move(reducer)),
         train_(std::move(train)),
-        out_(&out) {
+        console_(out, cfg_.console(), cfg_.steps) {
     if (val) {
       val_.emplace(std::move(*val));
       val_start_ = val_->position();
@@ -204,12 +217,12 @@ class trainer {
     if (auto it = state.meta.find("model"); it != state.meta.end()) {
       auto mine = cfg_.meta.find("model");
       if (mine != cfg_.meta.end() && mine->second != it->second)
-        throw config_error("--resume: the checkpoint was written for model '" + it->second +
-                           "' but this run configures '" + mine->second + "'");
+        throw config_error("trainer_config.resume: the checkpoint was written for model '" +
+                           it->second + "' but this run configures '" + mine->second + "'");
     }
     auto pos = state.meta.find("data_position");
     if (pos == state.meta.end())
-      throw format_error("--resume: checkpoint of step " + std::to_string(state.step) +
+      throw format_error("trainer_config.resume: checkpoint of step " + std::to_string(state.step) +
                          " has no data_position");
     train_.seek(source_position::parse(pos->second));
     step_ = state.step;
@@ -221,23 +234,14 @@ class trainer {
     run_result result;
     if (cfg_.resume && resume()) {
       result.resumed = true;
-      say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
+      console_.say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
     }
     result.first_step = step_ + 1;
-    jsonl_sink metrics;
-    if (!cfg_.metrics_path.empty()) metrics = jsonl_sink(cfg_.metrics_path, result.resumed);
-    tensorboard_sink tensorboard;
-    if (!cfg_.tensorboard_dir.empty()) tensorboard = tensorboard_sink(cfg_.tensorboard_dir);
-
-    const double fpt = model_.flops_per_token(train_.seq_len());
-    const double peak = peak_tflops_or_zero();
-    if (cfg_.calibrate) result.calibration = run_calibration(peak);
-    const double calibrated = result.calibration.tflops;
+    auto files = open_file_sinks(result.resumed);
+    const step_rates rates = measure_rates(result.calibration);
     std::uint64_t last_saved = step_;
-    std::string pending_line;  // previous step's metrics line: written inside the next step
-    step_metrics pending;      // and its metrics, for TensorBoard
-    stopwatch step_clock;      // lapped once per step: consecutive steps tile the run's wall time
-    double callback_ms = 0;    // the on_step callback after the previous step: logged in this one
+    stopwatch step_clock;    // lapped once per step: consecutive steps tile the run's wall time
+    double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
 
     while (step_ < std::uint64_t(cfg_.steps)) {
       if (stop_requested()) {
@@ -245,132 +249,162 @@ class trainer {
         break;
       }
       step_metrics m;
-      // Ranges named like the report's phases, so an Nsight Systems timeline matches it.
-      nvtx_range step_range("step", nvtx_colors::step);
-      stopwatch phase;
+      nvtx_range step_range("step", nvtx_colors::step);  // the phases' ranges nest inside it
+      phase_clock clock(m);
       m.log_ms += std::exchange(callback_ms, 0.0);
-      // Writing the previous step's line blocks this step: count it here, so steps tile the run.
-      if (!pending_line.empty()) {
-        nvtx_range r("log", info(trainkit::phase::log).argb);
-        metrics.write(pending_line);
-        tensorboard.write(pending);
-        pending_line.clear();
+      {
+        auto timed = clock.time(phase::log);  // the previous step's metrics block this step
+        files.flush();
       }
-      m.log_ms += phase.lap_ms();
-
-      train_step(m, phase);
+      train_step(m, clock);
       const bool last = step_ == std::uint64_t(cfg_.steps);
-      if (val_ && ((cfg_.eval_every > 0 && step_ % std::uint64_t(cfg_.eval_every) == 0) || last)) {
-        nvtx_range r("eval", info(trainkit::phase::eval).argb);
-        m.val_loss = evaluate();
-        result.final_val_loss = m.val_loss;
-        m.eval_ms += phase.lap_ms();
+      if (val_ && (due(cfg_.eval_every) || last)) {
+        auto timed = clock.time(phase::eval);
+        result.final_val_loss = m.val_loss = evaluate();
       }
-      const bool stop_now = stop_requested();
-      if ((cfg_.ckpt_every > 0 && step_ % std::uint64_t(cfg_.ckpt_every) == 0) ||
-          ((last || stop_now) && cfg_.ckpt_at_end)) {
-        nvtx_range r("ckpt_stall", info(trainkit::phase::ckpt_stall).argb);
+      if (due(cfg_.ckpt_every) || ((last || stop_requested()) && cfg_.ckpt_at_end)) {
+        auto timed = clock.time(phase::ckpt_stall);
         save_checkpoint();
         last_saved = step_;
-        m.ckpt_stall_ms += phase.lap_ms();
       }
-
       {
-        nvtx_range r("log", info(trainkit::phase::log).argb);
+        auto timed = clock.time(phase::log);
         report_checkpoint_error();  // a background save that failed since the last step
-        report_step(m, fpt, peak);
+        console_.on_step(with_rates(m, m.phases_ms(), rates));  // the time known so far
       }
-      m.log_ms += phase.lap_ms();
-
-      m.dt_ms = step_clock.lap_ms();
-      m.other_ms = std::max(0.0, m.dt_ms - m.phases_ms());
-      m.tok_per_s = m.dt_ms > 0 ? double(m.tokens) / (m.dt_ms / 1e3) : 0;
-      m.tflops = fpt * m.tok_per_s / 1e12;
-      m.mfu = peak > 0 ? m.tflops / peak : NAN;
-      m.mfu_calibrated = calibrated > 0 ? m.tflops / calibrated : NAN;
-      pending_line = to_json_line(m);
-      pending = m;
+      m = with_rates(m, step_clock.lap_ms(), rates);  // the step is complete: dt_ms, other_ms
       result.steps.push_back(m);
-      if (!std::isfinite(m.loss)) {
-        metrics.write(pending_line);
-        tensorboard.write(pending);
-        throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
-                    std::to_string(step_));
-      }
-      if (on_step_) {
-        stopwatch callback;
-        const bool go_on = on_step_(m);
-        callback_ms = callback.elapsed_ms();  // it blocks the loop: the next step logs it
-        if (!go_on && !last) {
-          result.stopped = true;
-          break;
-        }
+      files.hold(m);
+      if (!std::isfinite(m.loss)) diverged(m, files);
+      if (on_step_ && !call_on_step(m, callback_ms) && !last) {
+        result.stopped = true;
+        break;
       }
     }
-    if (!pending_line.empty()) {
-      metrics.write(pending_line);
-      tensorboard.write(pending);
-    }
-    if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
-    checkpointer_.wait();  // a save still in flight completes before the run returns
-    report_checkpoint_error();
-    if (cfg_.progress_bar && !cfg_.quiet) *out_ << "\r\033[K" << std::flush;
-
-    result.last_step = step_;
-    result.summary = summarize(
-        result.steps, {}, {peak, calibrated, cfg_.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
+    end_run(result, files, rates, last_saved);
     return result;
   }
 
  private:
   // One optimizer step of the step protocol: accumulate, reduce, clip, update, then the one
   // synchronisation of the context, after which the loss and the norm are read.
-  void train_step(step_metrics& m, stopwatch& phase) {
+  void train_step(step_metrics& m, phase_clock& clock) {
     {
-      nvtx_range r("compute", info(trainkit::phase::compute).argb);
+      auto timed = clock.time(phase::compute);
       model_.zero_grad(ctx_);
     }
-    m.compute_ms += phase.lap_ms();
     trainkit::model::micro_step micro{1.0f / float(accum_), 0, accum_, {&reducer_, &bucket_ready}};
     for (int k = 0; k < accum_; ++k) {
       micro.index = k;
-      nvtx_range wait_range("data_wait", info(trainkit::phase::data_wait).argb);
-      const auto batch = train_.next();
-      wait_range.end();
-      const double waited = phase.lap_ms();
-      // A device prefetcher says how much of its wait was the host-to-device copy; the copy
-      // time that overlapped compute blocked nothing and is not counted.
-      double copy_wait = 0;
-      if constexpr (prefetch::reports_copy_wait<prefetcher_type>)
-        copy_wait = std::min(waited, train_.last_h2d_wait_ms());
-      m.h2d_ms += copy_wait;
-      m.data_wait_ms += waited - copy_wait;
+      const auto batch = next_batch(m, clock);
       {
-        nvtx_range r("compute", info(trainkit::phase::compute).argb);
+        auto timed = clock.time(phase::compute);
         model_.forward_backward(batch, micro, ctx_);
       }
-      m.compute_ms += phase.lap_ms();
       m.tokens += batch.tokens();
     }
-    ++step_;
-    m.step = step_;
-    m.lr = cfg_.schedule.at(int(step_ - 1));
-    {
-      nvtx_range r("optimizer", info(trainkit::phase::optimizer).argb);
+    if constexpr (std::same_as<Reducer, reduce::single>) {
+      reducer_.finish();  // one rank: nothing to wait for, and comm_ms stays exactly 0
+    } else {
+      // The part of the gradients' reduction across ranks that backward did not hide.
+      auto timed = clock.time(phase::comm);
       reducer_.finish();
+    }
+    {
+      auto timed = clock.time(phase::optimizer);
+      ++step_;
+      m.step = step_;
+      m.lr = cfg_.schedule.at(int(step_ - 1));
       const auto scale = clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
                                model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
       optimizer_.update(model_, float(m.lr), scale, ctx_);
     }
-    m.optimizer_ms += phase.lap_ms();
     {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
-      nvtx_range r("compute", info(trainkit::phase::compute).argb);
+      auto timed = clock.time(phase::compute);
       ctx_.synchronize();
       m.loss = model_.step_loss();
       m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
     }
-    m.compute_ms += phase.lap_ms();
+  }
+
+  /// The next micro-batch. The time it blocked is data_wait, except the part a device prefetcher
+  /// says was its host-to-device copy (h2d); copy time that overlapped compute blocked nothing.
+  auto next_batch(step_metrics& m, phase_clock& clock) {
+    const double waited_before = m.data_wait_ms;
+    auto batch = [&] {
+      auto timed = clock.time(phase::data_wait);
+      return train_.next();
+    }();
+    if constexpr (prefetch::reports_copy_wait<prefetcher_type>)
+      clock.move(phase::data_wait, phase::h2d,
+                 std::min(m.data_wait_ms - waited_before, train_.last_h2d_wait_ms()));
+    return batch;
+  }
+
+  /// Whether this step is a multiple of `every` (0 = never).
+  bool due(int every) const noexcept { return every > 0 && step_ % std::uint64_t(every) == 0; }
+
+  /// The user's callback; it blocks the loop, so its time is the next step's (log_ms).
+  bool call_on_step(const step_metrics& m, double& callback_ms) {
+    stopwatch callback;
+    const bool go_on = on_step_(m);
+    callback_ms = callback.elapsed_ms();
+    return go_on;
+  }
+
+  /// What turns a step's time into throughput and MFU.
+  struct step_rates {
+    double flops_per_token = 0;
+    double peak = 0;        // TFLOP/s; 0 = unknown (no MFU)
+    double calibrated = 0;  // measured GEMM TFLOP/s; 0 = not measured
+  };
+
+  step_rates measure_rates(gemm_calibration& calibration) {
+    step_rates r{model_.flops_per_token(train_.seq_len()), peak_tflops_or_zero(), 0};
+    if (cfg_.calibrate) calibration = run_calibration(r.peak);
+    r.calibrated = calibration.tflops;
+    return r;
+  }
+
+  /// `m` with dt_ms = `dt_ms`, other_ms its part outside the phases and the rates derived.
+  static step_metrics with_rates(step_metrics m, double dt_ms, const step_rates& r) {
+    m.dt_ms = dt_ms;
+    m.other_ms = std::max(0.0, dt_ms - m.phases_ms());
+    m.tok_per_s = dt_ms > 0 ? double(m.tokens) / (dt_ms / 1e3) : 0;
+    m.tflops = r.flops_per_token * m.tok_per_s / 1e12;
+    m.mfu = r.peak > 0 ? m.tflops / r.peak : NAN;
+    m.mfu_calibrated = r.calibrated > 0 ? m.tflops / r.calibrated : NAN;
+    return m;
+  }
+
+  /// The last step's metrics reach the files before the error does.
+  [[noreturn]] void diverged(const step_metrics& m, auto& files) {
+    files.flush();
+    throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
+                std::to_string(m.step));
+  }
+
+  /// After the last step: the files complete, a stopped run's checkpoint, saves in flight
+  /// finished, the summary computed and handed to the sinks.
+  void end_run(run_result& result, auto& files, const step_rates& rates, std::uint64_t last_saved) {
+    files.flush();
+    if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
+    checkpointer_.wait();  // a save still in flight completes before the run returns
+    report_checkpoint_error();
+    result.last_step = step_;
+    result.summary = summarize(
+        result.steps, {},
+        {rates.peak, rates.calibrated, cfg_.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
+    console_.on_end(result.summary);
+    files.on_end(result.summary);
+  }
+
+  /// The metrics file and TensorBoard, written one step late (sinks/deferred.hpp).
+  deferred_sinks<jsonl_sink, tensorboard_sink> open_file_sinks(bool resumed) const {
+    return deferred_sinks<jsonl_sink, tensorboard_sink>(
+        cfg_.metrics_path.empty() ? jsonl_sink() : jsonl_sink(cfg_.metrics_path, resumed),
+        cfg_.tensorboard_dir.empty() ? tensorboard_sink() : tensorboard_sink(cfg_.tensorboard_dir));
   }
 
   static void bucket_ready(void* reducer, std::size_t bucket) {
@@ -379,15 +413,18 @@ class trainer {
 
   void validate() {
     const std::size_t bt = std::size_t(train_.batch_size()) * std::size_t(train_.seq_len());
-    if (cfg_.steps < 0) throw config_error("--steps must be >= 0: " + std::to_string(cfg_.steps));
-    if (bt == 0) throw config_error("--batch and --seq must be positive");
+    if (cfg_.steps < 0)
+      throw config_error("trainer_config.steps must be >= 0: " + std::to_string(cfg_.steps));
+    if (bt == 0) throw config_error("the training source's batch_size x seq_len must be positive");
     const std::size_t total = cfg_.total_batch_tokens == 0 ? bt : cfg_.total_batch_tokens;
     if (total % bt != 0)
-      throw config_error("--total-batch-tokens " + std::to_string(total) +
-                         " is not a multiple of batch*seq = " + std::to_string(bt));
+      throw config_error("trainer_config.total_batch_tokens " + std::to_string(total) +
+                         " is not a multiple of the training source's batch_size x seq_len = " +
+                         std::to_string(bt));
     accum_ = int(total / bt);
     if (val_ && cfg_.eval_batches <= 0)
-      throw config_error("eval_batches must be positive: " + std::to_string(cfg_.eval_batches));
+      throw config_error("trainer_config.eval_batches must be positive: " +
+                         std::to_string(cfg_.eval_batches));
     if (val_ && (val_->batch_size() != train_.batch_size() || val_->seq_len() != train_.seq_len()))
       throw config_error("the validation source's batch shape differs from the training source's");
     cfg_.schedule.total_steps = std::max(cfg_.steps, 1);
@@ -410,9 +447,10 @@ class trainer {
           "calibrate: " + c.what + ": " + detail::format("%.4g", c.tflops) + " TFLOP/s measured";
       if (peak > 0)
         line += detail::format(" (%.1f%% of the %.4g TFLOP/s peak)", 100 * c.tflops / peak, peak);
-      say(line + "\n");
+      console_.say(line + "\n");
     } else {
-      say("calibrate: this model provides no GEMM calibration (calibrate_gemm() or "
+      console_.say(
+          "calibrate: this model provides no GEMM calibration (calibrate_gemm() or "
           "calibrate_tflops()); skipped\n");
     }
     return c;
@@ -439,55 +477,16 @@ class trainer {
   /// on; the previous complete checkpoint stays loadable). Polling does not block.
   void report_checkpoint_error() {
     if constexpr (checkpoint::reports_save_errors<Checkpointer>) {
-      if (auto err = checkpointer_.take_error()) say("warning: checkpoint: " + *err + "\n");
+      if (auto err = checkpointer_.take_error())
+        console_.say("warning: checkpoint: " + *err + "\n");
     }
   }
 
   void print_checkpointer_warnings() {
     if constexpr (checkpoint::reports_warnings<Checkpointer>) {
-      for (const auto& w : checkpointer_.warnings()) say("warning: " + w + "\n");
+      for (const auto& w : checkpointer_.warnings()) console_.say("warning: " + w + "\n");
     }
   }
-
-  void say(const std::string& s) {
-    if (cfg_.quiet) return;
-    if (cfg_.progress_bar) *out_ << "\r\033[K";
-    *out_ << s << std::flush;
-  }
-
-  void report_step(const step_metrics& m, double fpt, double peak) {
-    if (cfg_.quiet) return;
-    // Times known so far: everything but this report itself.
-    const double dt = step_clock_estimate(m);
-    const double tok_s = dt > 0 ? double(m.tokens) / (dt / 1e3) : 0;
-    const bool print = m.step % std::uint64_t(cfg_.log_every) == 0 ||
-                       m.step == std::uint64_t(cfg_.steps) || !std::isnan(m.val_loss);
-    char line[320];
-    if (print) {
-      int n = std::snprintf(
-          line, sizeof line,
-          "step %6llu/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
-          (unsigned long long)m.step, cfg_.steps, m.loss, m.lr, m.grad_norm, dt, tok_s);
-      if (peak > 0 && n > 0 && n < int(sizeof line))
-        n += std::snprintf(line + n, sizeof line - n, " | MFU %.1f%%",
-                           100 * fpt * tok_s / 1e12 / peak);
-      if (!std::isnan(m.val_loss) && n > 0 && n < int(sizeof line))
-        std::snprintf(line + n, sizeof line - n, " | val %.4f", m.val_loss);
-      say(std::string(line) + "\n");
-    }
-    if (cfg_.progress_bar) {
-      constexpr int width = 30;
-      const double frac = double(m.step) / std::max(cfg_.steps, 1);
-      const int filled = int(frac * width);
-      const double eta_s = dt / 1e3 * double(std::uint64_t(cfg_.steps) - m.step);
-      std::snprintf(line, sizeof line, "[%-*s] %llu/%d  loss %.4f  %.0f tok/s  ETA %dm%02ds", width,
-                    std::string(std::size_t(filled), '=').c_str(), (unsigned long long)m.step,
-                    cfg_.steps, m.loss, tok_s, int(eta_s) / 60, int(eta_s) % 60);
-      *out_ << "\r\033[K" << line << std::flush;
-    }
-  }
-
-  static double step_clock_estimate(const step_metrics& m) { return m.phases_ms(); }
 
   trainer_config cfg_;
   context_type ctx_;  // first: policies may hold references to it until they are destroyed
@@ -499,7 +498,7 @@ class trainer {
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};
-  std::ostream* out_;
+  console_sink console_;
   std::uint64_t step_ = 0;
   int accum_ = 1;
   std::function<bool(const step_metrics&)> on_step_;

@@ -1,4 +1,4 @@
-// trainkit/trainer/metrics_reader.hpp — reads a metrics JSONL file back into step_metrics.
+// trainkit/report/metrics_reader.hpp — reads a metrics JSONL file back into step_metrics.
 //
 // `gpt_fineweb report` and the charts read files written by jsonl_sink, including those of runs
 // that crashed or were killed: the last line may then be cut off mid-object, which is skipped
@@ -9,11 +9,10 @@
 // warning). Anything else that is not a flat JSON object with "step" and "dt_ms" is an error
 // naming FILE:LINE.
 //
-// The lines are flat objects of numbers (plus null for non-finite values), so a small parser does;
-// it keeps the library's dependencies to the standard library, Eigen and Boost.
+// The lines are parsed with nlohmann_json, so this header (unlike the trainer's) needs it: link
+// trainkit::hf or nlohmann_json::nlohmann_json. The umbrella header trainkit.hpp leaves it out.
 #pragma once
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -21,8 +20,9 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/trainer/metrics.hpp"
@@ -39,99 +39,38 @@ struct flat_json {
 };
 
 /// Parses one flat JSON object: string keys, values that are numbers, null, true/false or strings
-/// (strings are skipped). `cut_off` means the text is a valid beginning of an object that ends
-/// too early (what a crash mid-write leaves); `malformed` is anything else. null maps to NaN so
-/// "unknown" stays distinguishable from 0.
+/// (strings are skipped). `cut_off` means the text is a valid beginning of a JSON text that ends
+/// too early (what a crash mid-write leaves): nlohmann's parser then fails past the last byte.
+/// `malformed` is anything else, a nested value included. null maps to NaN so "unknown" stays
+/// distinguishable from 0.
 inline flat_json parse_flat_json(std::string_view s) {
   flat_json result;
-  auto& out = result.fields;
-  const auto cut_off = [&] {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) {
     result.status = json_parse_status::cut_off;
     return result;
-  };
-  const auto malformed = [&] {
-    result.status = json_parse_status::malformed;
+  }
+  if (s[first] != '{') return result;  // malformed: a metrics line is an object
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(s);
+  } catch (const nlohmann::json::parse_error& e) {
+    if (e.byte > s.size()) result.status = json_parse_status::cut_off;
     return result;
-  };
-  std::size_t i = 0;
-  auto skip_ws = [&] {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) ++i;
-  };
-  // 1 = parsed, 0 = ran out of text, -1 = unexpected character.
-  auto parse_string = [&](std::string* dst) -> int {
-    if (i >= s.size()) return 0;
-    if (s[i] != '"') return -1;
-    ++i;
-    while (i < s.size() && s[i] != '"') {
-      if (s[i] == '\\' && ++i >= s.size()) return 0;
-      if (dst) *dst += s[i];
-      ++i;
-    }
-    if (i >= s.size()) return 0;
-    ++i;
-    return 1;
-  };
-  // A literal such as null that may itself be cut off: "nu" at the end of the text.
-  auto literal = [&](std::string_view word) -> int {
-    const auto rest = s.substr(i, word.size());
-    if (rest == word) {
-      i += word.size();
-      return 1;
-    }
-    return word.substr(0, rest.size()) == rest && i + rest.size() == s.size() ? 0 : -1;
-  };
-  skip_ws();
-  if (i >= s.size()) return cut_off();
-  if (s[i] != '{') return malformed();
-  ++i;
-  skip_ws();
-  if (i < s.size() && s[i] == '}') {
-    ++i;
-  } else {
-    while (true) {
-      skip_ws();
-      std::string key;
-      if (int r = parse_string(&key); r != 1) return r == 0 ? cut_off() : malformed();
-      skip_ws();
-      if (i >= s.size()) return cut_off();
-      if (s[i] != ':') return malformed();
-      ++i;
-      skip_ws();
-      if (i >= s.size()) return cut_off();
-      int r = 1;
-      if (s[i] == '"') {
-        r = parse_string(nullptr);
-      } else if (s[i] == 'n') {
-        if ((r = literal("null")) == 1) out[key] = NAN;
-      } else if (s[i] == 't') {
-        if ((r = literal("true")) == 1) out[key] = 1;
-      } else if (s[i] == 'f') {
-        if ((r = literal("false")) == 1) out[key] = 0;
-      } else {
-        // Number text running to the end of the line may be a cut-off number ("6e-").
-        if (s.find_first_not_of("0123456789+-.eE", i) == std::string_view::npos) return cut_off();
-        double v = 0;
-        const auto [end, ec] = std::from_chars(s.data() + i, s.data() + s.size(), v);
-        if (ec != std::errc{}) return malformed();
-        i = std::size_t(end - s.data());
-        out[key] = v;
-      }
-      if (r != 1) return r == 0 ? cut_off() : malformed();
-      skip_ws();
-      if (i >= s.size()) return cut_off();
-      if (s[i] == ',') {
-        ++i;
-        continue;
-      }
-      if (s[i] == '}') {
-        ++i;
-        break;
-      }
-      return malformed();  // nested value or missing comma
+  } catch (const nlohmann::json::exception&) {
+    return result;  // e.g. a number out of double's range
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_number()) {
+      result.fields[key] = value.get<double>();
+    } else if (value.is_null()) {
+      result.fields[key] = NAN;
+    } else if (value.is_boolean()) {
+      result.fields[key] = value.get<bool>() ? 1 : 0;
+    } else if (!value.is_string()) {
+      return result;  // nested object or array
     }
   }
-  skip_ws();
-  if (i != s.size()) return malformed();
   result.status = json_parse_status::ok;
   return result;
 }

@@ -1,9 +1,9 @@
-// trainkit/trainer/chart.hpp — an SVG chart of a run: loss over steps and where each step's time
+// trainkit/report/chart.hpp — an SVG chart of a run: loss over steps and where each step's time
 // went.
 //
 // Two panels sharing the step axis: the training loss as a polyline (validation loss as dots),
-// and a stacked bar per step whose segments are the report's phases (data wait, H2D, compute,
-// optimizer, checkpoint stall, logging, eval, other), so the bar's height is the step's wall
+// and a stacked bar per step whose segments are the rows of the phase table (data wait, H2D,
+// compute, communication, optimizer, ..., other), so the bar's height is the step's wall
 // time. A checkpoint stall or an input stall shows up as a differently coloured spike exactly
 // where it happened, which a median hides. SVG is written by hand (no plotting library): it is
 // text, diffable, opens in any browser, and keeps the library's dependencies unchanged.
