@@ -6,8 +6,10 @@ Event protobuf). The C++ test decodes them with a reader written from the same s
 is the independent check: TensorBoard's EventAccumulator must load every scalar, and the values
 must match the metrics JSONL of the same run.
 
-  check_tensorboard.py --gpt-fineweb build/examples/gpt_fineweb/gpt_fineweb
-      runs a short training (embedded corpus) with --tensorboard and --metrics, then checks
+  check_tensorboard.py --gpt-fineweb build/examples/gpt_fineweb/gpt_fineweb [--hellaswag FILE]
+      runs a short training (embedded corpus) with --tensorboard and --metrics, then checks; with
+      --hellaswag also --hellaswag-every 3, and checks EVENT_DIR/hellaswag's eval/hellaswag_acc and
+      eval/hellaswag_acc_norm against the run's <metrics stem>.hellaswag.jsonl
   check_tensorboard.py EVENT_DIR --metrics METRICS.jsonl
       checks an existing run
 
@@ -73,11 +75,37 @@ def check(event_dir, metrics_path):
           f"{checked} values match {os.path.basename(metrics_path)}")
 
 
+def check_hellaswag(event_dir, metrics_path):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    log = os.path.splitext(metrics_path)[0] + ".hellaswag.jsonl"
+    with open(log) as f:
+        points = [json.loads(line) for line in f if line.strip()]
+    if not points:
+        fail(f"{log} has no lines")
+    acc = event_accumulator.EventAccumulator(os.path.join(event_dir, "hellaswag"),
+                                             size_guidance={"scalars": 0})
+    acc.Reload()
+    for tag, field in (("eval/hellaswag_acc", "acc"), ("eval/hellaswag_acc_norm", "acc_norm")):
+        if tag not in acc.Tags()["scalars"]:
+            fail(f"{tag} missing from {event_dir}/hellaswag (found {acc.Tags()['scalars']})")
+        events = {e.step: e.value for e in acc.Scalars(tag)}
+        want = {p["step"]: p[field] for p in points}
+        if set(events) != set(want):
+            fail(f"{tag}: steps {sorted(events)} in TensorBoard, {sorted(want)} in {log}")
+        for step, value in want.items():
+            if not math.isclose(events[step], value, rel_tol=1e-6, abs_tol=1e-7):
+                fail(f"{tag} at step {step}: TensorBoard {events[step]} vs log {value}")
+    print(f"check_tensorboard: OK: HellaSwag at steps {sorted(p['step'] for p in points)} matches "
+          f"{os.path.basename(log)}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("event_dir", nargs="?")
     p.add_argument("--metrics")
     p.add_argument("--gpt-fineweb", help="run this gpt_fineweb binary first")
+    p.add_argument("--hellaswag", help="with --gpt-fineweb: score this HellaSwag file every 3 steps")
     a = p.parse_args()
     try:
         import tensorboard  # noqa: F401
@@ -90,10 +118,14 @@ def main():
             cmd = [a.gpt_fineweb, "--steps", "6", "--eval-every", "3", "--eval-batches", "2",
                    "--batch", "4", "--seq", "32", "--no-progress", "--metrics", metrics,
                    "--tensorboard", event_dir]
+            if a.hellaswag:
+                cmd += ["--hellaswag", a.hellaswag, "--hellaswag-every", "3"]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
             check(event_dir, metrics)
+            if a.hellaswag:
+                check_hellaswag(event_dir, metrics)
     else:
         if not a.event_dir or not a.metrics:
             p.error("give EVENT_DIR --metrics FILE, or --gpt-fineweb BINARY")

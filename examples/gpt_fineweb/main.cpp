@@ -30,6 +30,7 @@
 #include "default_corpus.hpp"
 #include "eval_command.hpp"
 #include "flag_names.hpp"
+#include "hellaswag_log.hpp"
 #include "hf_commands.hpp"
 #include "prepare.hpp"
 #include "train_options.hpp"
@@ -50,8 +51,8 @@ namespace gpt_fineweb {
 /// Writes the embedded corpus as llm.c shards in a fresh temporary directory, so the run with no
 /// --data goes through the same mmap'd-shard path as a real one.
 inline fs::path write_default_corpus() {
-  const fs::path dir = fs::temp_directory_path() / ("trainkit-default-corpus-" +
-                                                    std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("trainkit-default-corpus-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   tk::data::write_shard((dir / "default_train_000000.bin").string(),
                         std::span<const std::uint16_t>(default_corpus_tokens));
@@ -63,13 +64,17 @@ inline fs::path write_default_corpus() {
 /// Samples text from a trained model: the tokenizer, the prompt's tokens and the settings.
 struct sampler {
   tk::tokenizer::gpt2_tokenizer tokenizer;
-  std::vector<std::int32_t> prompt;  // <|endoftext|> then the --prompt text, as GPT-2 starts a document
+  std::vector<std::int32_t>
+      prompt;  // <|endoftext|> then the --prompt text, as GPT-2 starts a document
   tk::model::sampling_config settings;
   int length = 0;
 
   static sampler from_options(const train_options& o) {
-    sampler s{tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(o.vocab)),
-              {}, {float(o.temperature), o.top_k, o.seed}, o.sample};
+    sampler s{
+        tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(o.vocab)),
+        {},
+        {float(o.temperature), o.top_k, o.seed},
+        o.sample};
     s.settings.validate();
     s.prompt.push_back(std::int32_t(s.tokenizer.eot_token()));
     for (auto id : s.tokenizer.encode(o.prompt)) s.prompt.push_back(std::int32_t(id));
@@ -99,7 +104,7 @@ int run_sample(const train_options& o) {
   } else if (!o.ckpt_dir.empty()) {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
     tk::checkpoint::checkpoint_state state;
-    state.tensors = model->state();  // the model's tensors only: optimizer state is not needed
+    state.tensors = model->state();     // the model's tensors only: optimizer state is not needed
     std::vector<std::string> warnings;  // read only: a checkpointer would check it can write
     if (!tk::checkpoint::load_latest_checkpoint(o.ckpt_dir, state, warnings))
       throw tk::config_error("--ckpt-dir " + o.ckpt_dir + ": no valid checkpoint to sample from");
@@ -149,8 +154,8 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     default_corpus.path = write_default_corpus();
     data = (default_corpus.path / "default_train_*.bin").string();
     if (val.empty()) val = (default_corpus.path / "default_val_*.bin").string();
-    std::cout << "no --data given: training on the embedded corpus (" << std::size(default_corpus_tokens)
-              << " tokens of Python documentation text)\n";
+    std::cout << "no --data given: training on the embedded corpus ("
+              << std::size(default_corpus_tokens) << " tokens of Python documentation text)\n";
   }
 
   // The model: from an llm.c file (--init-from) or freshly initialised from a preset.
@@ -166,8 +171,12 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
                            std::to_string(mc.max_seq_len));
 
-  tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
-                                         tk::data::parse_order(o.order), o.seed,
+  tk::data::mmap_source_config train_cfg{data,
+                                         o.batch,
+                                         o.seq,
+                                         mc.vocab_size,
+                                         tk::data::parse_order(o.order),
+                                         o.seed,
                                          o.layout_of(o.data)};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
@@ -182,33 +191,39 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
   std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
   cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
                 std::move(*model), ac, std::move(checkpointer));
-  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
-            << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
+  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
+            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
+            << " steps\n";
   std::optional<sampler> samples;
   if (o.sample_every > 0) samples.emplace(sampler::from_options(o));
   std::optional<hellaswag_scorer> hellaswag;
   std::optional<std::ofstream> hellaswag_log;  // <metrics stem>.hellaswag.jsonl beside --metrics
+  std::optional<tk::tensorboard_writer> hellaswag_tb;  // <--tensorboard>/hellaswag/
+  std::vector<hellaswag_point> hellaswag_points;       // this run's, for the report
   auto score_hellaswag = [&](std::uint64_t step) {
     const auto r = (*hellaswag)(t.model());
     std::cout << "hellaswag at step " << step << ": " << format_hellaswag(r) << "\n";
+    const hellaswag_point p = hellaswag_point_of(step, r);
+    hellaswag_points.push_back(p);
     if (hellaswag_log) {
-      *hellaswag_log << nlohmann::json{{"step", step},
-                                       {"examples", r.examples},
-                                       {"acc", r.acc()},
-                                       {"acc_norm", r.acc_norm()}}
-                            .dump()
-                     << "\n"
-                     << std::flush;
+      *hellaswag_log << hellaswag_log_line(p) << "\n" << std::flush;
       if (!*hellaswag_log) throw tk::io_error("writing the HellaSwag log beside " + o.metrics);
     }
+    if (hellaswag_tb)
+      hellaswag_tb->write_scalars(
+          std::int64_t(step),
+          {{"eval/hellaswag_acc", float(p.acc)}, {"eval/hellaswag_acc_norm", float(p.acc_norm)}});
   };
   if (o.hellaswag_every > 0) {
     hellaswag.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
     if (!o.metrics.empty()) {
-      const fs::path path = fs::path(o.metrics).replace_extension(".hellaswag.jsonl");
+      const fs::path path = hellaswag_log_path(o.metrics);
       hellaswag_log.emplace(path, std::ios::app);
       if (!*hellaswag_log) throw tk::io_error("cannot open " + path.string() + " for writing");
     }
+    // A folder of its own: TensorBoard shows it as a run beside the training run's scalars, and
+    // its reader never has two event files of one run growing at once.
+    if (!o.tensorboard.empty()) hellaswag_tb.emplace(fs::path(o.tensorboard) / "hellaswag");
   }
   if (samples || hellaswag) {
     t.on_step([&](const tk::step_metrics& m) {
@@ -229,6 +244,7 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     std::cout << "---- report ----\n" << tk::format_summary(result.summary);
     if (!std::isnan(result.final_val_loss))
       std::printf("final val loss %.4f\n", result.final_val_loss);
+    if (!hellaswag_points.empty()) std::cout << format_hellaswag_log(hellaswag_points);
     write_run_chart(o, result.steps);
   }
   if (!o.export_path.empty()) {
@@ -246,29 +262,31 @@ int run_train(const train_options& o) {
   // Sampling runs the CPU model (gpt2_cuda has no forward_logits yet), also after a CUDA run.
   if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
   if (o.device == "cuda" && o.sample_every > 0)
-    throw tk::config_error("--sample-every: samples during training need --device cpu for now; "
-                           "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
+    throw tk::config_error(
+        "--sample-every: samples during training need --device cpu for now; "
+        "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
   if (o.device == "cuda") {
 #if defined(TRAINKIT_HAS_CUDA)
-    const int rc = run_train_cuda(o);  // train_cuda.cu
+    const int rc = run_train_cuda(o);                           // train_cuda.cu
     if (rc == 0 && !o.metrics.empty()) write_run_chart(o, {});  // the chart reads the metrics file
     return rc;
 #else
-    throw tk::config_error("--device cuda: this build has no CUDA support (nvcc was not found "
-                           "when it was configured)");
+    throw tk::config_error(
+        "--device cuda: this build has no CUDA support (nvcc was not found "
+        "when it was configured)");
 #endif
   }
   if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
-    if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
+  if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
   if (o.ckpt_dir.empty())
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
   if (o.ckpt_mode == "sync")
     return train_with(o, tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep}));
   // async: saves snapshot the state and write it on a background thread; run() waits for the
   // last one before it returns, also after SIGINT/SIGTERM.
-  return train_with(o, tk::checkpoint::asio_checkpointer({.dir = o.ckpt_dir,
-                                                          .keep_last = o.ckpt_keep,
-                                                          .fail_on_error = o.ckpt_fatal}));
+  return train_with(
+      o, tk::checkpoint::asio_checkpointer(
+             {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}));
 }
 
 /// `gpt_fineweb report METRICS.jsonl [--svg FILE]`: the end-of-run report for any metrics file,
@@ -278,6 +296,9 @@ int run_report(const std::string& path, const std::string& svg) {
   for (const auto& w : file.warnings) std::cerr << "gpt_fineweb: warning: " << w << "\n";
   if (file.steps.empty()) throw tk::format_error(path + ": no step lines");
   std::cout << tk::format_summary(tk::summarize(file.steps));
+  // HellaSwag scored during that run (--hellaswag-every) sits beside the metrics file.
+  if (const fs::path hs = hellaswag_log_path(path); fs::exists(hs))
+    std::cout << format_hellaswag_log(read_hellaswag_log(hs));
   if (!svg.empty()) {
     tk::write_chart_svg(svg, file.steps, {.title = fs::path(path).filename().string()});
     std::cout << "chart: " << svg << "\n";
@@ -289,8 +310,9 @@ int run_report(const std::string& path, const std::string& svg) {
 
 int main(int argc, char** argv) {
   using namespace gpt_fineweb;
-  CLI::App app{"gpt_fineweb — train GPT-2 with trainkit (CPU reference composition)\n"
-               "With no subcommand it trains; with no --data it trains on an embedded corpus."};
+  CLI::App app{
+      "gpt_fineweb — train GPT-2 with trainkit (CPU reference composition)\n"
+      "With no subcommand it trains; with no --data it trains on an embedded corpus."};
   app.set_version_flag("--version", std::string("trainkit ") + TRAINKIT_VERSION_STRING);
   train_options train;
   add_train_options(app, train);
@@ -298,7 +320,8 @@ int main(int argc, char** argv) {
   auto* prepare = app.add_subcommand("prepare", "Tokenize text / JSONL into llm.c token shards");
   add_prepare_options(*prepare, prep);
   std::string report_path, report_svg;
-  auto* report = app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
+  auto* report =
+      app.add_subcommand("report", "Summarise a metrics JSONL file (even a crashed run's)");
   report->add_option("metrics", report_path, "metrics file written by --metrics")->required();
   report->add_option("--svg", report_svg, "also write a chart of loss and phases per step (SVG)");
   hf_export_command hf_export;

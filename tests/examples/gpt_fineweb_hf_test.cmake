@@ -44,6 +44,7 @@ endif()
 # `eval` of the exported model, and beside --metrics each score is a JSON line.
 expect_exit(0 "" --steps 3 --eval-every 0 --no-progress --hellaswag ${FIXTURE} --hellaswag-every 2
             --export ${WORK}/hs.bin --metrics ${WORK}/hs.jsonl)
+set(train_out "${last_output}")
 string(REGEX MATCHALL "hellaswag at step [0-9]+: [^\n]*" during "${last_output}")
 list(LENGTH during n_during)
 if(NOT n_during EQUAL 2)
@@ -62,6 +63,21 @@ list(LENGTH hs_lines n_hs)
 if(NOT n_hs EQUAL 2 OR NOT hs_lines MATCHES "\"step\":3")
   string(APPEND failures "hs.hellaswag.jsonl: '${hs_lines}'\n")
 endif()
+# The end-of-run report and `report` of the metrics file both summarise the log, the latter read
+# back from hs.hellaswag.jsonl; a malformed log line is refused naming the file and line.
+string(REGEX MATCH "hellaswag: 2 evaluations; last \\(step 3\\) acc [0-9.]+ acc_norm [0-9.]+ over 3 examples; best acc_norm [0-9.]+ at step [23]"
+       hs_summary "${train_out}")
+if(NOT hs_summary)
+  string(APPEND failures "the end-of-run report has no HellaSwag summary:\n${train_out}\n")
+else()
+  expect_exit(0 "" report ${WORK}/hs.jsonl)
+  string(FIND "${last_output}" "${hs_summary}" at)
+  if(at EQUAL -1)
+    string(APPEND failures "`report hs.jsonl` lacks '${hs_summary}':\n${last_output}\n")
+  endif()
+endif()
+file(APPEND ${WORK}/hs.hellaswag.jsonl "{\"step\": 4}\n")
+expect_exit(2 "hs\\.hellaswag\\.jsonl':3" report ${WORK}/hs.jsonl)
 expect_exit(2 "--hellaswag FILE and --hellaswag-every" --hellaswag-every 2 --steps 1)
 expect_exit(2 "hellaswag\\.jsonl" --steps 1 --hellaswag ${WORK}/missing.hellaswag.jsonl
             --hellaswag-every 1)
