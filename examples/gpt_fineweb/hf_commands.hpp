@@ -66,6 +66,20 @@ inline int run_hf_export(const hf_export_command& o, std::ostream& log) {
   return 0;
 }
 
+/// Training's --export-hf DIR [--export-hf-dtype]: the trained CPU model as a Hugging Face folder.
+template <class Model>
+void export_hf_after_training(const std::string& dir, const std::string& dtype,
+                              const std::string& vocab, const Model& model, std::ostream& log) {
+  namespace tk = trainkit;
+  tk::model::hf_export_options options;
+  options.dtype =
+      dtype == "bf16" ? tk::io::safetensors_dtype::bf16 : tk::io::safetensors_dtype::f32;
+  options.vocab_dir = tk::tokenizer::resolve_vocab_dir(vocab);
+  tk::model::save_hf_gpt2(dir, model, options);
+  log << "exported Hugging Face folder " << dir << " (GPT2LMHeadModel "
+      << model.config().to_string() << ", " << dtype << ")\n";
+}
+
 inline int run_hf_import(const hf_import_command& o, std::ostream& log) {
   namespace tk = trainkit;
   const tk::model::gpt2_config cfg = tk::model::read_hf_gpt2_config(o.dir);

@@ -95,12 +95,15 @@ struct sampler {
 
 /// `--sample N` without training: a model from --init-from or the newest checkpoint in --ckpt-dir.
 int run_sample(const train_options& o) {
-  if (o.init_from.empty() && o.ckpt_dir.empty())
-    throw tk::config_error("--sample needs a trained model: --init-from FILE or --ckpt-dir DIR");
+  if (o.init_from.empty() && o.init_from_hf.empty() && o.ckpt_dir.empty())
+    throw tk::config_error(
+        "--sample needs a trained model: --init-from FILE, --init-from-hf DIR or --ckpt-dir DIR");
   const auto s = sampler::from_options(o);
   std::optional<tk::model::gpt2_cpu> model;
   if (!o.init_from.empty()) {
     model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
+  } else if (!o.init_from_hf.empty()) {
+    model.emplace(tk::model::load_hf_gpt2_cpu(o.init_from_hf));
   } else if (!o.ckpt_dir.empty()) {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
     tk::checkpoint::checkpoint_state state;
@@ -158,10 +161,13 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
               << std::size(default_corpus_tokens) << " tokens of Python documentation text)\n";
   }
 
-  // The model: from an llm.c file (--init-from) or freshly initialised from a preset.
+  // The model: from an llm.c file (--init-from), a Hugging Face folder (--init-from-hf) or
+  // freshly initialised from a preset.
   std::optional<tk::model::gpt2_cpu> model;
   if (!o.init_from.empty()) {
     model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
+  } else if (!o.init_from_hf.empty()) {
+    model.emplace(tk::model::load_hf_gpt2_cpu(o.init_from_hf));
   } else {
     auto cfg = tk::model::gpt2_config::preset(o.model);
     model.emplace(cfg, o.seed);
@@ -247,6 +253,8 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     if (!hellaswag_points.empty()) std::cout << format_hellaswag_log(hellaswag_points);
     write_run_chart(o, result.steps);
   }
+  if (!o.export_hf.empty())
+    export_hf_after_training(o.export_hf, o.export_hf_dtype, o.vocab, t.model(), std::cout);
   if (!o.export_path.empty()) {
     tk::model::save_llmc_model(o.export_path, t.model());
     std::cout << "exported llm.c model file " << o.export_path << "\n";

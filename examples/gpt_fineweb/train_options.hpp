@@ -23,10 +23,10 @@ struct train_options {
   std::string data, val;             // shard globs; empty data = embedded corpus
   std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
-  std::string attention = "naive";   // --device cuda: naive, flash or cudnn
+  std::string attention = "naive";  // --device cuda: naive, flash or cudnn
   std::string model = "d2";
-  int batch = 8;                     // B (micro-batch)
-  int seq = 64;                      // T
+  int batch = 8;                       // B (micro-batch)
+  int seq = 64;                        // T
   std::size_t total_batch_tokens = 0;  // 0 = B·T (no accumulation)
   int steps = 200;
   double lr = 1e-3;
@@ -46,15 +46,18 @@ struct train_options {
   bool ckpt_fatal = false;  // async: a failed checkpoint write ends the run (default: warning)
   bool resume = false;
   std::string init_from;
+  std::string init_from_hf;  // Hugging Face GPT-2 folder (config.json + model.safetensors)
   std::string export_path;
+  std::string export_hf;  // write a Hugging Face folder at the end
+  std::string export_hf_dtype = "f32";
   int eval_every = 50;
   int eval_batches = 10;
   int log_every = 1;
   int threads = 0;
   double peak_tflops = 0;
   bool calibrate = false;
-  std::string tensorboard;           // event file directory; empty = none
-  std::string chart;                 // SVG chart at the end; empty = <metrics>.svg when --metrics
+  std::string tensorboard;  // event file directory; empty = none
+  std::string chart;        // SVG chart at the end; empty = <metrics>.svg when --metrics
   bool no_progress = false;
   int sample = 0;            // tokens to sample: generation mode, or per sample with --sample-every
   int sample_every = 0;      // during training: a sample every K steps (0 = none)
@@ -64,7 +67,7 @@ struct train_options {
   int hellaswag_limit = 0;   // only the first N examples (0 = all)
   double temperature = 1.0;  // 0 = greedy
   int top_k = 40;
-  std::string vocab;         // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
+  std::string vocab;  // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
   /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
   /// is written as llm.c shards.
@@ -76,8 +79,8 @@ struct train_options {
   /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
   void validate() const {
     auto positive = [](const char* flag, long long v) {
-      if (v <= 0) throw trainkit::config_error(std::string(flag) + " must be positive: " +
-                                               std::to_string(v));
+      if (v <= 0)
+        throw trainkit::config_error(std::string(flag) + " must be positive: " + std::to_string(v));
     };
     positive("--batch", batch);
     positive("--seq", seq);
@@ -91,14 +94,23 @@ struct train_options {
       throw trainkit::config_error("--attention " + attention +
                                    " needs --device cuda (the CPU model has one attention)");
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
-    if (warmup < 0) throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
+    if (warmup < 0)
+      throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
     if (ckpt_every < 0)
       throw trainkit::config_error("--ckpt-every must be >= 0: " + std::to_string(ckpt_every));
     if (ckpt_keep < 0)
       throw trainkit::config_error("--ckpt-keep must be >= 0: " + std::to_string(ckpt_keep));
+    if (!init_from.empty() && !init_from_hf.empty())
+      throw trainkit::config_error("--init-from and --init-from-hf: give one starting model");
+    if ((!init_from_hf.empty() || !export_hf.empty()) && device != "cpu")
+      throw trainkit::config_error(
+          std::string(init_from_hf.empty() ? "--export-hf" : "--init-from-hf") +
+          " needs --device cpu for now; with --device cuda convert the "
+          "model file with `gpt_fineweb import-hf` / `export-hf`");
     if (resume && ckpt_mode == "none")
       throw trainkit::config_error("--resume needs --ckpt-mode sync|async and --ckpt-dir");
-    if (sample < 0) throw trainkit::config_error("--sample must be >= 0: " + std::to_string(sample));
+    if (sample < 0)
+      throw trainkit::config_error("--sample must be >= 0: " + std::to_string(sample));
     if (sample_every < 0)
       throw trainkit::config_error("--sample-every must be >= 0: " + std::to_string(sample_every));
     if (sample_every > 0 && sample == 0)
@@ -112,20 +124,22 @@ struct train_options {
     if ((hellaswag_every > 0) != !hellaswag.empty())
       throw trainkit::config_error("--hellaswag FILE and --hellaswag-every K go together");
     if (hellaswag_every > 0 && device != "cpu")
-      throw trainkit::config_error("--hellaswag-every: HellaSwag during training needs --device "
-                                   "cpu for now; score a model file afterwards with `eval`");
+      throw trainkit::config_error(
+          "--hellaswag-every: HellaSwag during training needs --device "
+          "cpu for now; score a model file afterwards with `eval`");
     if (!(temperature >= 0))
       throw trainkit::config_error("--temperature must be >= 0: " + std::to_string(temperature));
     if (top_k < 0) throw trainkit::config_error("--top-k must be >= 0: " + std::to_string(top_k));
-        if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
-      throw trainkit::config_error("--total-batch-tokens " + std::to_string(total_batch_tokens) +
-                                   " is not a multiple of --batch x --seq = " +
-                                   std::to_string(std::size_t(batch) * seq));
+    if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
+      throw trainkit::config_error(
+          "--total-batch-tokens " + std::to_string(total_batch_tokens) +
+          " is not a multiple of --batch x --seq = " + std::to_string(std::size_t(batch) * seq));
   }
 };
 
 inline void add_train_options(CLI::App& app, train_options& o) {
-  app.add_option("--data", o.data, "training shards (glob of llm.c .bin files); none = embedded corpus");
+  app.add_option("--data", o.data,
+                 "training shards (glob of llm.c .bin files); none = embedded corpus");
   app.add_option("--val", o.val, "validation shards (glob)");
   app.add_option("--data-format", o.data_format,
                  "layout of --data/--val files: llmc (1 KiB header, magic 20240520) or "
@@ -148,8 +162,10 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--schedule", o.schedule, "constant, cosine or wsd (warmup-stable-decay)")
       ->check(CLI::IsMember({"constant", "cosine", "wsd"}));
   app.add_option("--warmup", o.warmup, "linear warm-up steps");
-  app.add_option("--final-lr-frac", o.final_lr_frac, "final lr as a fraction of --lr (cosine, wsd)");
-  app.add_option("--weight-decay", o.weight_decay, "AdamW decoupled weight decay (2-D weights only)");
+  app.add_option("--final-lr-frac", o.final_lr_frac,
+                 "final lr as a fraction of --lr (cosine, wsd)");
+  app.add_option("--weight-decay", o.weight_decay,
+                 "AdamW decoupled weight decay (2-D weights only)");
   app.add_option("--grad-clip", o.grad_clip, "global gradient-norm clip; 0 = off");
   app.add_option("--beta1", o.beta1, "AdamW beta1");
   app.add_option("--beta2", o.beta2, "AdamW beta2");
@@ -168,7 +184,14 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_flag("--resume", o.resume, "continue from the newest valid checkpoint in --ckpt-dir");
   app.add_option("--init-from", o.init_from, "initialise from an llm.c model file (.bin)");
   app.add_option("--export", o.export_path, "write the trained model as an llm.c model file");
-  app.add_option("--eval-every", o.eval_every, "validation loss every N steps (0 = only at the end)");
+  app.add_option("--init-from-hf", o.init_from_hf,
+                 "initialise from a Hugging Face GPT-2 folder (config.json + model.safetensors)");
+  app.add_option("--export-hf", o.export_hf,
+                 "write the trained model as a Hugging Face GPT-2 folder (with the tokenizer)");
+  app.add_option("--export-hf-dtype", o.export_hf_dtype, "weights of --export-hf: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--eval-every", o.eval_every,
+                 "validation loss every N steps (0 = only at the end)");
   app.add_option("--eval-batches", o.eval_batches, "validation batches per evaluation");
   app.add_option("--log-every", o.log_every, "console line every N steps");
   app.add_option("--threads", o.threads, "CPU threads (OpenMP); 0 = all cores");

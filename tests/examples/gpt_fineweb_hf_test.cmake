@@ -10,8 +10,29 @@ set(failures "")
 
 include(${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
 
-expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin)
+expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin
+            --export-hf ${WORK}/hf-train)
 expect_exit(0 "" export-hf ${WORK}/model.bin ${WORK}/hf)
+# Training's --export-hf writes what export-hf of its --export file writes, byte for byte, and
+# --init-from-hf starts from exactly those weights (0 steps, then --export: the same llm.c file).
+foreach(f model.safetensors config.json vocab.json merges.txt)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/hf/${f} ${WORK}/hf-train/${f}
+                  RESULT_VARIABLE same)
+  if(NOT same EQUAL 0)
+    string(APPEND failures "--export-hf and export-hf wrote different ${f}\n")
+  endif()
+endforeach()
+expect_exit(0 "" --steps 0 --eval-every 0 --no-progress --init-from-hf ${WORK}/hf-train
+            --export ${WORK}/from-hf.bin)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/model.bin ${WORK}/from-hf.bin
+                RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  string(APPEND failures "--init-from-hf of --export-hf's folder is not the trained model\n")
+endif()
+expect_exit(2 "--init-from and --init-from-hf" --steps 1 --init-from ${WORK}/model.bin
+            --init-from-hf ${WORK}/hf-train)
+expect_exit(2 "no-such-folder" --steps 1 --init-from-hf ${WORK}/no-such-folder)
+expect_exit(2 "--export-hf needs --device cpu" --steps 1 --device cuda --export-hf ${WORK}/x)
 foreach(f model.safetensors config.json vocab.json merges.txt tokenizer_config.json)
   if(NOT EXISTS ${WORK}/hf/${f})
     string(APPEND failures "export-hf did not write ${f}\n")
