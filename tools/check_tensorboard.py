@@ -26,12 +26,12 @@ import tempfile
 EXPECTED_TAGS = [
     "train/loss", "train/lr", "train/grad_norm", "val/loss", "perf/tok_per_s", "perf/tflops",
     "perf/mfu", "perf/dt_ms", "phase/data_wait_ms", "phase/h2d_ms", "phase/compute_ms",
-    "phase/optimizer_ms", "phase/ckpt_stall_ms", "phase/log_ms", "phase/eval_ms", "phase/other_ms",
+    "phase/comm_ms", "phase/optimizer_ms", "phase/ckpt_stall_ms", "phase/log_ms", "phase/eval_ms", "phase/other_ms",
 ]
 # JSONL field for each tag whose value must match step by step.
 MATCH = {"train/loss": "loss", "train/lr": "lr", "train/grad_norm": "grad_norm",
          "val/loss": "val_loss", "perf/tok_per_s": "tok_per_s", "perf/mfu": "mfu",
-         "perf/dt_ms": "dt_ms", "phase/compute_ms": "compute_ms",
+         "perf/dt_ms": "dt_ms", "phase/compute_ms": "compute_ms", "phase/comm_ms": "comm_ms",
          "phase/data_wait_ms": "data_wait_ms", "phase/ckpt_stall_ms": "ckpt_stall_ms"}
 
 
