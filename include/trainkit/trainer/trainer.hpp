@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,6 +156,11 @@ class trainer {
       val_start_ = val_->position();
     }
     validate();
+    if (rank() != 0) {  // data parallel: rank 0 alone writes metrics, TensorBoard and the console
+      cfg_.quiet = true;
+      cfg_.metrics_path.clear();
+      cfg_.tensorboard_dir.clear();
+    }
     reducer_.attach(model_, ctx_);
     if constexpr (prefetch::orders_on_context<prefetcher_type, context_type>)
       train_.bind_context(ctx_);
@@ -182,16 +188,24 @@ class trainer {
   /// Optimizer steps completed so far (after a resume: the checkpoint's step).
   std::uint64_t step() const noexcept { return step_; }
   int grad_accum_steps() const noexcept { return accum_; }
+  /// Tokens per optimizer step over all ranks.
   std::size_t tokens_per_step() const noexcept {
-    return std::size_t(accum_) * std::size_t(train_.batch_size()) * train_.seq_len();
+    return std::size_t(accum_) * std::size_t(world_size()) * std::size_t(train_.batch_size()) *
+           train_.seq_len();
   }
 
   /// Mean validation loss over `eval_batches` batches from the start of the validation source.
+  /// With several ranks each evaluates the global batches j ≡ rank (mod ranks) (its validation
+  /// source is sliced like the training one) and the mean is summed in global batch order.
   double evaluate() {
     if (!val_) throw config_error("evaluate(): no validation source was given");
     val_->seek(val_start_);
+    std::vector<double> losses(std::size_t(cfg_.eval_batches), 0.0);  // global batch order
+    for (int j = rank(); j < cfg_.eval_batches; j += world_size())
+      losses[std::size_t(j)] = model_.forward(val_->next());
+    sum_over_ranks(losses);  // each element has one rank's loss, zero from the others
     double sum = 0;
-    for (int i = 0; i < cfg_.eval_batches; ++i) sum += model_.forward(val_->next());
+    for (double l : losses) sum += l;
     return sum / cfg_.eval_batches;
   }
 
@@ -240,7 +254,7 @@ class trainer {
     double callback_ms = 0;    // the on_step callback after the previous step: logged in this one
 
     while (step_ < std::uint64_t(cfg_.steps)) {
-      if (stop_requested()) {
+      if (any_rank(stop_requested())) {
         result.stopped = true;
         break;
       }
@@ -266,7 +280,7 @@ class trainer {
         result.final_val_loss = m.val_loss;
         m.eval_ms += phase.lap_ms();
       }
-      const bool stop_now = stop_requested();
+      const bool stop_now = any_rank(stop_requested());
       if ((cfg_.ckpt_every > 0 && step_ % std::uint64_t(cfg_.ckpt_every) == 0) ||
           ((last || stop_now) && cfg_.ckpt_at_end)) {
         nvtx_range r("ckpt_stall", info(trainkit::phase::ckpt_stall).argb);
@@ -299,7 +313,7 @@ class trainer {
       }
       if (on_step_) {
         stopwatch callback;
-        const bool go_on = on_step_(m);
+        const bool go_on = !any_rank(!on_step_(m));  // a callback's stop stops every rank
         callback_ms = callback.elapsed_ms();  // it blocks the loop: the next step logs it
         if (!go_on && !last) {
           result.stopped = true;
@@ -331,7 +345,9 @@ class trainer {
       model_.zero_grad(ctx_);
     }
     m.compute_ms += phase.lap_ms();
-    trainkit::model::micro_step micro{1.0f / float(accum_), 0, accum_, {&reducer_, &bucket_ready}};
+    // 1/(micro-batches × ranks): the reducer sums the ranks' shares of the mean.
+    trainkit::model::micro_step micro{1.0f / float(accum_ * world_size()), 0, accum_,
+                                      {&reducer_, &bucket_ready}};
     for (int k = 0; k < accum_; ++k) {
       micro.index = k;
       nvtx_range wait_range("data_wait", info(trainkit::phase::data_wait).argb);
@@ -352,6 +368,7 @@ class trainer {
       m.compute_ms += phase.lap_ms();
       m.tokens += batch.tokens();
     }
+    m.tokens *= std::size_t(world_size());  // the step's tokens over all ranks
     ++step_;
     m.step = step_;
     m.lr = cfg_.schedule.at(int(step_ - 1));
@@ -367,7 +384,7 @@ class trainer {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
       nvtx_range r("compute", info(trainkit::phase::compute).argb);
       ctx_.synchronize();
-      m.loss = model_.step_loss();
+      m.loss = average_over_ranks(model_.step_loss());
       m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
     }
     m.compute_ms += phase.lap_ms();
@@ -381,11 +398,13 @@ class trainer {
     const std::size_t bt = std::size_t(train_.batch_size()) * std::size_t(train_.seq_len());
     if (cfg_.steps < 0) throw config_error("--steps must be >= 0: " + std::to_string(cfg_.steps));
     if (bt == 0) throw config_error("--batch and --seq must be positive");
-    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt : cfg_.total_batch_tokens;
-    if (total % bt != 0)
+    const std::size_t ranks = std::size_t(world_size());
+    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt * ranks : cfg_.total_batch_tokens;
+    if (total % (bt * ranks) != 0)
       throw config_error("--total-batch-tokens " + std::to_string(total) +
-                         " is not a multiple of batch*seq = " + std::to_string(bt));
-    accum_ = int(total / bt);
+                         " is not a multiple of batch*seq*ranks = " + std::to_string(bt) + "*" +
+                         std::to_string(ranks));
+    accum_ = int(total / (bt * ranks));
     if (val_ && cfg_.eval_batches <= 0)
       throw config_error("eval_batches must be positive: " + std::to_string(cfg_.eval_batches));
     if (val_ && (val_->batch_size() != train_.batch_size() || val_->seq_len() != train_.seq_len()))
@@ -431,6 +450,7 @@ class trainer {
   }
 
   void save_checkpoint() {
+    if (rank() != 0) return;  // data parallel: every rank holds the same state; rank 0 writes it
     checkpointer_.save(gather_state());
     report_checkpoint_error();
   }
@@ -488,6 +508,27 @@ class trainer {
   }
 
   static double step_clock_estimate(const step_metrics& m) { return m.phases_ms(); }
+
+  // Data parallelism (reduce/concepts.hpp, rank_aware): a reducer without the hooks is one process.
+  int rank() const noexcept {
+    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.rank());
+    return 0;
+  }
+  int world_size() const noexcept {
+    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.world_size());
+    return 1;
+  }
+  bool any_rank(bool flag) {
+    if constexpr (reduce::rank_aware<Reducer>) return reducer_.any(flag);
+    return flag;
+  }
+  double average_over_ranks(double x) {
+    if constexpr (reduce::rank_aware<Reducer>) return reducer_.average(x);
+    return x;
+  }
+  void sum_over_ranks(std::span<double> values) {
+    if constexpr (reduce::rank_aware<Reducer>) reducer_.sum(values);
+  }
 
   trainer_config cfg_;
   context_type ctx_;  // first: policies may hold references to it until they are destroyed
