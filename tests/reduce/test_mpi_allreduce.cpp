@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -320,19 +320,20 @@ TEST(MpiTrainer, RankAwareHooksAgreeOnEveryRank) {
 TEST(MpiTrainer, AStopOnOneRankStopsEveryRankAfterTheSameStep) {
   tk::reduce::mpi_allreduce reducer;
   const int rank = reducer.rank(), n = reducer.world_size();
-  const run_record r = train(rank, n, 1, std::move(reducer),
-                             {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
-                                return !(rank == n - 1 && m.step == 3);
-                              }});
+  const run_record r =
+      train(rank, n, 1, std::move(reducer), {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
+                                               return !(rank == n - 1 && m.step == 3);
+                                             }});
   EXPECT_TRUE(r.result.stopped);
   EXPECT_EQ(r.result.last_step, 3u);
 
   tk::reduce::mpi_allreduce again;
-  const run_record s = train(rank, n, 1, std::move(again),
-                             {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
-                                if (rank == 0 && m.step == 5) tk::request_stop(SIGTERM);
-                                return true;
-                              }});
+  const run_record s =
+      train(rank, n, 1, std::move(again), {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
+                                             if (rank == 0 && m.step == 5)
+                                               tk::request_stop(SIGTERM);
+                                             return true;
+                                           }});
   tk::stop_signal().store(0);
   EXPECT_TRUE(s.result.stopped);
   EXPECT_EQ(s.result.last_step, 5u);

@@ -171,7 +171,7 @@ class synthetic_source {
 
   synthetic_config config_;
   std::vector<std::int32_t> successors_;  // (alphabet, branching)
-  std::uint64_t batch_index_ = 0;  // global index of this round's first batch
+  std::uint64_t batch_index_ = 0;         // global index of this round's first batch
 };
 
 static_assert(data_source<synthetic_source>);

@@ -10,9 +10,9 @@
 // pass is written by hand (detail/gpt2_cpu_kernels.hpp); the double instantiation exists for
 // finite-difference gradient checks. Results are bit-identical run to run for a fixed thread count.
 //
-// Gradient accumulation: the first micro-step of an optimizer step writes its gradient straight
-// into the (zeroed) gradient buffer; every later one computes its own contribution c_k into a
-// second, zeroed buffer and then adds it, bucket by bucket, so the step's gradient is exactly
+// Gradient accumulation: the first backward after zero_grad() writes its gradient straight into
+// the zeroed gradient buffer; every later one computes its own contribution c_k into a second,
+// zeroed buffer and then adds it, bucket by bucket, so the step's gradient is exactly
 // ((c_0 + c_1) + c_2) + ... with each c_k computed from zero. That is the arithmetic a
 // data-parallel run does when every rank computes its micro-batches' gradient and a reducer sums
 // them, which is what makes 2 ranks × 1 micro-batch bit-identical to 1 process × 2
@@ -110,7 +110,10 @@ class basic_gpt2_cpu {
   gemm_calibration calibrate_gemm() const { return calibrate_cpu_sgemm(); }
 
   void zero_grad(host_context&) { zero_grad(); }
-  void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
+  void zero_grad() {
+    std::fill(grads_.begin(), grads_.end(), Scalar(0));
+    grads_zeroed_ = true;
+  }
 
   /// The step protocol (model/step_protocol.hpp): adds micro.grad_scale·∂loss/∂θ to gradients()
   /// and the batch's mean loss to the step's; on the last micro-step, publishes each bucket of
@@ -121,20 +124,8 @@ class basic_gpt2_cpu {
     if (micro.first()) step_loss_sum_ = 0.0;
     step_loss_count_ = micro.count;
     const bucket_observer none{};
-    const bool fresh = !micro.first();
-    if (fresh) {
-      micro_grads_.resize(grads_.size());  // no-op after the first time
-      std::fill(micro_grads_.begin(), micro_grads_.end(), Scalar(0));
-      grad_target_ = micro_grads_.data();
-    }
-    try {
-      step_loss_sum_ += double(forward_backward_once(batch, Scalar(micro.grad_scale),
-                                                     micro.last() ? micro.on_bucket : none));
-    } catch (...) {
-      grad_target_ = nullptr;
-      throw;
-    }
-    grad_target_ = nullptr;
+    step_loss_sum_ += double(forward_backward_once(batch, Scalar(micro.grad_scale),
+                                                   micro.last() ? micro.on_bucket : none));
   }
 
   /// The mean of this step's micro-step losses (each rounded to float, as the trainer logs them).
@@ -146,7 +137,8 @@ class basic_gpt2_cpu {
   std::span<const gradient_bucket> gradient_buckets() const noexcept { return buckets_; }
 
   /// One micro-step outside a trainer: mean cross-entropy over the batch's B·T targets, adding
-  /// grad_scale·∂loss/∂θ to gradients(). Throws like the protocol's forward_backward.
+  /// grad_scale·∂loss/∂θ to gradients() exactly as the protocol's forward_backward does (so a
+  /// loop of these after zero_grad() equals a trainer step bit for bit). Throws like it.
   float forward_backward(batch_view<host_memory> batch, float grad_scale) {
     return forward_backward_once(batch, Scalar(grad_scale), bucket_observer{});
   }
@@ -200,8 +192,23 @@ class basic_gpt2_cpu {
     check_batch(batch);
     prepare(batch.batch_size, batch.seq_len);
     forward_trunk(batch.inputs);
-    const double loss = classifier(batch.targets, /*backward=*/true, grad_scale);
-    backward_trunk(batch.inputs, on_bucket);
+    // Onto zeroed gradients backward writes in place; onto a previous micro-step's it computes
+    // this one's from zero in its own buffer and adds it bucket by bucket (file comment).
+    if (!grads_zeroed_) {
+      micro_grads_.resize(grads_.size());  // allocates the first time only
+      std::fill(micro_grads_.begin(), micro_grads_.end(), Scalar(0));
+      grad_target_ = micro_grads_.data();
+    }
+    grads_zeroed_ = false;
+    double loss = 0;
+    try {
+      loss = classifier(batch.targets, /*backward=*/true, grad_scale);
+      backward_trunk(batch.inputs, on_bucket);
+    } catch (...) {
+      grad_target_ = nullptr;
+      throw;
+    }
+    grad_target_ = nullptr;
     last_loss_ = loss;
     return float(loss);
   }
@@ -435,8 +442,9 @@ class basic_gpt2_cpu {
   std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   buffer params_;
   buffer grads_;
-  buffer micro_grads_;               // a later micro-step's own gradient (empty until needed)
-  Scalar* grad_target_ = nullptr;    // micro_grads_ while such a micro-step runs, else grads_
+  buffer micro_grads_;             // a later micro-step's own gradient (empty until needed)
+  Scalar* grad_target_ = nullptr;  // micro_grads_ while such a micro-step runs, else grads_
+  bool grads_zeroed_ = true;       // no backward since zero_grad() (or construction)
   activations act_;
   activation_grads dact_;
   buffer logits_out_;  // (B, T, Vp) from forward_logits

@@ -152,9 +152,9 @@ class mpi_allreduce {
   void sum(std::span<double> values) {
     for (std::size_t done = 0; done < values.size();) {
       const std::size_t n = std::min<std::size_t>(values.size() - done, INT_MAX);
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, values.data() + done, int(n), MPI_DOUBLE, MPI_SUM,
-                                  comm_),
-                    "MPI_Allreduce");
+      detail::check(
+          MPI_Allreduce(MPI_IN_PLACE, values.data() + done, int(n), MPI_DOUBLE, MPI_SUM, comm_),
+          "MPI_Allreduce");
       done += n;
     }
   }

@@ -311,14 +311,16 @@ class trainer {
         throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
                     std::to_string(step_));
       }
+      bool go_on = true;
       if (on_step_) {
         stopwatch callback;
-        const bool go_on = !any_rank(!on_step_(m));  // a callback's stop stops every rank
+        go_on = on_step_(m);
         callback_ms = callback.elapsed_ms();  // it blocks the loop: the next step logs it
-        if (!go_on && !last) {
-          result.stopped = true;
-          break;
-        }
+      }
+      // A callback's stop on one rank stops every rank (also where no callback is set).
+      if (any_rank(!go_on) && !last) {
+        result.stopped = true;
+        break;
       }
     }
     if (!pending_line.empty()) {
@@ -346,8 +348,8 @@ class trainer {
     }
     m.compute_ms += phase.lap_ms();
     // 1/(micro-batches × ranks): the reducer sums the ranks' shares of the mean.
-    trainkit::model::micro_step micro{1.0f / float(accum_ * world_size()), 0, accum_,
-                                      {&reducer_, &bucket_ready}};
+    trainkit::model::micro_step micro{
+        1.0f / float(accum_ * world_size()), 0, accum_, {&reducer_, &bucket_ready}};
     for (int k = 0; k < accum_; ++k) {
       micro.index = k;
       nvtx_range wait_range("data_wait", info(trainkit::phase::data_wait).argb);
