@@ -10,6 +10,9 @@ Small CPU runs (d2, B=2, T=32, one thread per rank, the embedded corpus) in thre
   sigterm  SIGTERM to rank 1 alone: the job exits 0, both ranks stopped after the same step (a
            rank that stopped alone would leave the other waiting in its all-reduce: the job would
            time out), and the final checkpoint of that step was written once, by rank 0.
+  errors   an error on one rank (rank 1 alone is given a corrupt --data shard) and a divergence
+           (every rank's averaged loss turns NaN at the same step): the job ends, never hangs,
+           with exit code 2 and the message naming the rank.
   sigkill  SIGKILL to rank 1 mid-run: mpiexec ends the job within seconds with a non-zero code; a
            2-rank --resume continues from the newest complete checkpoint and its metrics lines
            and exported model equal an uninterrupted 2-rank run's.
@@ -174,6 +177,30 @@ class Runner:
         if lines != stop:
             self.fail("%d console step lines for %d steps" % (lines, stop))
 
+    def errors(self):
+        w = self.args.work
+        bad = os.path.join(w, "corrupt_000.bin")
+        with open(bad, "wb") as f:
+            f.write(b"not a shard" * 1000)
+        flags = self.flags("err", 6)
+        # MPMD: rank 0 trains on the embedded corpus, rank 1 alone gets the corrupt shard.
+        cmd = [self.args.mpiexec, "--oversubscribe", "-n", "1", self.args.exe, "--reducer", "mpi"]
+        cmd += flags + [":", "-n", "1", self.args.exe, "--reducer", "mpi"] + flags + ["--data", bad]
+        out = open(os.path.join(w, "err.out"), "w")
+        err = open(os.path.join(w, "err.err"), "w")
+        started = time.monotonic()
+        self.finish(subprocess.Popen(cmd, stdout=out, stderr=err, env=self.env), "err", 2)
+        print("an error on rank 1: the job ended after %.2f s" % (time.monotonic() - started))
+        if not re.search(r"gpt_fineweb: rank 1 of 2: error: .*corrupt_000\.bin", self.text("err", "err")):
+            self.fail("rank 1's error is not reported naming the rank and the file:\n"
+                      + self.text("err", "err"))
+        self.run(2, "diverge", self.flags("diverge", 30, ["--lr", "1e4", "--grad-clip", "0"]), 2)
+        text = self.text("diverge", "err")
+        for r in (0, 1):
+            if not re.search(r"rank %d of 2: fatal: training diverged: loss is \S*nan at step" % r,
+                             text):
+                self.fail("rank %d does not report the divergence:\n%s" % (r, text))
+
     def sigkill(self):
         steps = 12
         self.run(2, "ref", self.flags("ref", steps))
@@ -218,7 +245,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exe", required=True)
     ap.add_argument("--mpiexec", required=True)
-    ap.add_argument("--mode", choices=("equal", "sigterm", "sigkill"), required=True)
+    ap.add_argument("--mode", choices=("equal", "sigterm", "sigkill", "errors"), required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
