@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -276,6 +277,9 @@ inline const char* failure_kind(const std::exception& e) {
 int run_train_mpi(const train_options& o) {
   tk::reduce::mpi_session mpi;
   const int rank = mpi.world_rank(), ranks = mpi.world_size();
+  // mpirun passes SIGUSR1 on to every rank (a SIGTERM to mpirun ends the ranks before a final
+  // checkpoint): here it is a stop request like SIGTERM to one rank.
+  std::signal(SIGUSR1, [](int sig) { tk::request_stop(sig); });
   try {
     tk::reduce::mpi_allreduce reducer;
     // Constructing a checkpointer removes crashed saves' temporaries: rank 0 first, alone.

@@ -9,7 +9,8 @@ Small CPU runs (d2, B=2, T=32, one thread per rank, the embedded corpus) in thre
            0 alone writes them).
   sigterm  SIGTERM to rank 1 alone: the job exits 0, both ranks stopped after the same step (a
            rank that stopped alone would leave the other waiting in its all-reduce: the job would
-           time out), and the final checkpoint of that step was written once, by rank 0.
+           time out), and the final checkpoint of that step was written once, by rank 0. The
+           same for SIGUSR1 to mpiexec, which passes it on to every rank.
   errors   an error on one rank (rank 1 alone is given a corrupt --data shard) and a divergence
            (every rank's averaged loss turns NaN at the same step): the job ends, never hangs,
            with exit code 2 and the message naming the rank.
@@ -153,29 +154,35 @@ class Runner:
             self.fail("the 2-rank run does not say it has 2 ranks")
 
     def sigterm(self):
-        ckpt = os.path.join(self.args.work, "ckpt")
-        metrics = os.path.join(self.args.work, "term.jsonl")
-        proc = self.spawn(2, "term", self.flags("term", 200, ["--ckpt-mode", "async",
-                                                               "--ckpt-dir", ckpt]))
+        self.stop_by("term", lambda proc: os.kill(self.rank_pid(1), signal.SIGTERM))
+        self.stop_by("usr1", lambda proc: proc.send_signal(signal.SIGUSR1))
+
+    def stop_by(self, name, send):
+        ckpt = os.path.join(self.args.work, name + "_ckpt")
+        metrics = os.path.join(self.args.work, name + ".jsonl")
+        proc = self.spawn(2, name, self.flags(name, 200, ["--ckpt-mode", "async",
+                                                           "--ckpt-dir", ckpt]))
         if not self.wait_for_lines(proc, metrics, 3):
-            self.fail("the run ended or stalled before step 3")
-        os.kill(self.rank_pid(1), signal.SIGTERM)
-        if self.finish(proc, "term") is None:
+            self.fail("%s: the run ended or stalled before step 3" % name)
+        send(proc)
+        if self.finish(proc, name) is None:
             return
         rows = read_metrics(metrics)
-        out = self.text("term", "out")
+        out = self.text(name, "out")
         m = re.search(r"stopped by signal at step (\d+)", out)
         if not m:
-            self.fail("rank 0 does not report the stop:\n" + out)
+            self.fail("%s: rank 0 does not report the stop:\n%s" % (name, out))
             return
         stop = int(m.group(1))
         if not rows or int(rows[-1]["step"]) != stop or stop >= 200:
-            self.fail("stopped at step %d, the last metrics line is %s" % (stop, rows[-1:]))
+            self.fail("%s: stopped at step %d, the last metrics line is %s"
+                      % (name, stop, rows[-1:]))
         if checkpoints(ckpt) != [stop]:
-            self.fail("checkpoints %s, expected exactly step %d" % (checkpoints(ckpt), stop))
+            self.fail("%s: checkpoints %s, expected exactly step %d"
+                      % (name, checkpoints(ckpt), stop))
         lines = len(re.findall(r"^step .*", out, re.M))
         if lines != stop:
-            self.fail("%d console step lines for %d steps" % (lines, stop))
+            self.fail("%s: %d console step lines for %d steps" % (name, lines, stop))
 
     def errors(self):
         w = self.args.work
