@@ -7,12 +7,14 @@
 // rank stops all after the same step.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <random>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/model/step_protocol.hpp"
@@ -199,10 +202,12 @@ struct run_options {
 
 // A trainer with `micro_batches` micro-batches per rank on the rank slice of the synthetic
 // stream; with `rank` and `ranks` = 0, 1 it is the one-process reference.
-template <class Reducer>
-run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_options o = {}) {
+template <class Reducer, class Checkpointer = tk::checkpoint::no_checkpoint>
+run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_options o = {},
+                 Checkpointer checkpointer = {}, bool resume = false) {
   constexpr int B = 2, T = 8;
   tk::trainer_config cfg;
+  cfg.resume = resume;
   cfg.steps = o.steps;
   cfg.quiet = true;
   cfg.total_batch_tokens = std::size_t(micro_batches) * std::size_t(ranks) * B * T;
@@ -219,10 +224,10 @@ run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_op
     val.emplace(v);
   }
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
-              tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint, Reducer>
+              tk::optim::adamw_cpu, Checkpointer, Reducer>
       t(cfg, synthetic(B, T, rank, ranks), std::move(val),
-        tk::model::gpt2_cpu(d2_small_vocab(), 11), ac, tk::checkpoint::no_checkpoint{},
-        std::move(reducer), quiet);
+        tk::model::gpt2_cpu(d2_small_vocab(), 11), ac, std::move(checkpointer), std::move(reducer),
+        quiet);
   EXPECT_EQ(t.grad_accum_steps(), micro_batches);
   EXPECT_EQ(t.tokens_per_step(), std::size_t(micro_batches) * std::size_t(ranks) * B * T);
   run_record r;
@@ -313,6 +318,45 @@ TEST(MpiTrainer, RankAwareHooksAgreeOnEveryRank) {
   EXPECT_TRUE(same_bits(r.average(0.1 * (rank + 1)), expect / n));
   EXPECT_TRUE(r.any(rank == n - 1));
   EXPECT_FALSE(r.any(false));
+}
+
+// The checkpoint of a data-parallel run is rank 0's, and its data position is the one-process
+// stream's: one process with 2 micro-batches resumes a 2-rank run's checkpoint and continues
+// with exactly the steps an uninterrupted 1 × 2 run takes (2 × 1 == 1 × 2 bit for bit).
+TEST(MpiTrainer, OneProcessResumesATwoRankCheckpointBitForBit) {
+  tk::reduce::mpi_allreduce reducer;
+  const int rank = reducer.rank(), n = reducer.world_size();
+  if (n != 2) GTEST_SKIP() << "bit for bit needs 2 ranks of 1 micro-batch";
+  // One directory for all ranks: rank 0's pid names it.
+  long long id = ::getpid();
+  ASSERT_EQ(MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("trainkit_mpi_resume_" + std::to_string(id));
+  // Rank 0 prepares the directory (a checkpointer cleans it when constructed) before the others.
+  std::optional<tk::checkpoint::sync_checkpointer> ckpt;
+  if (rank == 0) ckpt.emplace(tk::checkpoint::sync_checkpointer_config{dir, 0});
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  if (rank != 0) ckpt.emplace(tk::checkpoint::sync_checkpointer_config{dir, 0});
+  const run_record dp =
+      train(rank, n, 1, std::move(reducer), {.steps = 5, .on_step = {}}, std::move(*ckpt));
+  ASSERT_EQ(dp.loss.size(), 5u);
+  std::vector<std::string> saved;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    saved.push_back(e.path().filename().string());
+  EXPECT_EQ(saved, std::vector<std::string>{"step_00000005"}) << "one save, by rank 0";
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // every rank has looked
+  if (rank == 0) {
+    const run_record whole = train(0, 1, 2, tk::reduce::single{}, {.steps = 10, .on_step = {}});
+    const run_record resumed = train(0, 1, 2, tk::reduce::single{}, {.steps = 10, .on_step = {}},
+                                     tk::checkpoint::sync_checkpointer({dir, 0}), /*resume=*/true);
+    ASSERT_EQ(resumed.loss.size(), 5u) << "steps 6..10";
+    for (std::size_t s = 0; s < 5; ++s)
+      EXPECT_TRUE(same_bits(resumed.loss[s], whole.loss[s + 5])) << "step " << s + 6;
+    EXPECT_EQ(std::memcmp(resumed.parameters.data(), whole.parameters.data(),
+                          whole.parameters.size() * sizeof(float)),
+              0);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // A stop on one rank (its callback, or a signal: both go through the reducer's any()) stops every
