@@ -196,7 +196,8 @@ class trainer {
 
   /// Mean validation loss over `eval_batches` batches from the start of the validation source.
   /// With several ranks each evaluates the global batches j ≡ rank (mod ranks) (its validation
-  /// source is sliced like the training one) and the mean is summed in global batch order.
+  /// source is sliced like the training one) and the mean is summed in global batch order; it is
+  /// then collective: every rank calls it.
   double evaluate() {
     if (!val_) throw config_error("evaluate(): no validation source was given");
     val_->seek(val_start_);
