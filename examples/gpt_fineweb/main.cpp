@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,6 +43,13 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+// ---- data parallelism (--reducer mpi; built where CMake found MPI) ----
+#if defined(TRAINKIT_HAS_MPI)
+#include <trainkit/reduce/mpi_allreduce.hpp>
+#include <trainkit/reduce/mpi_session.hpp>
+#endif
+// ---- end data parallelism ----
 
 namespace tk = trainkit;
 namespace fs = std::filesystem;
@@ -147,10 +155,25 @@ inline void write_run_chart(const train_options& o, const std::vector<tk::step_m
   std::cout << "chart: " << chart.string() << "\n";
 }
 
-template <class Checkpointer>
-int train_with(const train_options& o, Checkpointer checkpointer) {
+/// Rank r of a data-parallel run prints nothing on stdout (rank 0 speaks for all); stderr stays.
+struct mute_stdout_unless_rank_zero {
+  bool muted;
+  explicit mute_stdout_unless_rank_zero(int rank) : muted(rank != 0) {
+    if (muted) std::cout.setstate(std::ios::badbit);
+  }
+  ~mute_stdout_unless_rank_zero() {
+    if (muted) std::cout.clear();
+  }
+};
+
+template <class Checkpointer, class Reducer = tk::reduce::single>
+int train_with(const train_options& o, Checkpointer checkpointer, Reducer reducer = {}) {
   using cpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<4>,
-                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer>;
+                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer, Reducer>;
+  // ---- data parallelism: rank r reads its slice of every round of batches ----
+  const int rank = reducer.rank(), ranks = reducer.world_size();
+  const mute_stdout_unless_rank_zero mute(rank);
+  // ---- end data parallelism ----
   scoped_dir default_corpus;
   std::string data = o.data, val = o.val;
   if (data.empty()) {
@@ -177,18 +200,14 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
                            std::to_string(mc.max_seq_len));
 
-  tk::data::mmap_source_config train_cfg{data,
-                                         o.batch,
-                                         o.seq,
-                                         mc.vocab_size,
-                                         tk::data::parse_order(o.order),
-                                         o.seed,
-                                         o.layout_of(o.data)};
+  tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
+                                         tk::data::parse_order(o.order), o.seed,
+                                         o.layout_of(o.data), rank, ranks};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
                                                     tk::data::order_kind::sequential, 0,
-                                                    o.layout_of(o.val)});
+                                                    o.layout_of(o.val), rank, ranks});
 
   tk::trainer_config tc = make_trainer_config(o, mc.to_string());
   tc.device_name = "cpu";
@@ -196,12 +215,13 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
 
   std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
   cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
-                std::move(*model), ac, std::move(checkpointer));
-  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
-            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
-            << " steps\n";
+                std::move(*model), ac, std::move(checkpointer), std::move(reducer));
+  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
+            << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
+  if (ranks > 1) std::cout << ranks << " ranks (--reducer mpi)\n";
+  // Samples and HellaSwag come from rank 0 alone (every rank holds the same weights).
   std::optional<sampler> samples;
-  if (o.sample_every > 0) samples.emplace(sampler::from_options(o));
+  if (o.sample_every > 0 && rank == 0) samples.emplace(sampler::from_options(o));
   std::optional<hellaswag_scorer> hellaswag;
   std::optional<std::ofstream> hellaswag_log;  // <metrics stem>.hellaswag.jsonl beside --metrics
   std::optional<tk::tensorboard_writer> hellaswag_tb;  // <--tensorboard>/hellaswag/
@@ -220,7 +240,7 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
           std::int64_t(step),
           {{"eval/hellaswag_acc", float(p.acc)}, {"eval/hellaswag_acc_norm", float(p.acc_norm)}});
   };
-  if (o.hellaswag_every > 0) {
+  if (o.hellaswag_every > 0 && rank == 0) {
     hellaswag.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
     if (!o.metrics.empty()) {
       const fs::path path = hellaswag_log_path(o.metrics);
@@ -251,16 +271,77 @@ int train_with(const train_options& o, Checkpointer checkpointer) {
     if (!std::isnan(result.final_val_loss))
       std::printf("final val loss %.4f\n", result.final_val_loss);
     if (!hellaswag_points.empty()) std::cout << format_hellaswag_log(hellaswag_points);
-    write_run_chart(o, result.steps);
+    if (rank == 0) write_run_chart(o, result.steps);
   }
-  if (!o.export_hf.empty())
+  if (!o.export_hf.empty() && rank == 0)
     export_hf_after_training(o.export_hf, o.export_hf_dtype, o.vocab, t.model(), std::cout);
-  if (!o.export_path.empty()) {
+  if (!o.export_path.empty() && rank == 0) {
     tk::model::save_llmc_model(o.export_path, t.model());
     std::cout << "exported llm.c model file " << o.export_path << "\n";
   }
   return 0;
 }
+
+// ---- data parallelism: --reducer mpi ----
+#if defined(TRAINKIT_HAS_MPI)
+/// The kind of failure, as main() words it.
+inline const char* failure_kind(const std::exception& e) {
+  if (dynamic_cast<const tk::io_error*>(&e)) return "I/O error: ";
+  if (dynamic_cast<const tk::config_error*>(&e) || dynamic_cast<const tk::format_error*>(&e))
+    return "error: ";
+  return "fatal: ";
+}
+
+/// One rank of `mpirun -np N gpt_fineweb --reducer mpi ...`. Every rank trains on its slice of
+/// each global batch; rank 0 writes the console, metrics, TensorBoard, checkpoints and exports.
+/// An exception on any rank is printed with the rank and ends the whole job with MPI_Abort:
+/// the other ranks would otherwise wait forever in their next collective.
+int run_train_mpi(const train_options& o) {
+  tk::reduce::mpi_session mpi;
+  const int rank = mpi.world_rank(), ranks = mpi.world_size();
+  // mpirun passes SIGUSR1 on to every rank (a SIGTERM to mpirun ends the ranks before a final
+  // checkpoint): here it is a stop request like SIGTERM to one rank.
+  std::signal(SIGUSR1, [](int sig) { tk::request_stop(sig); });
+  try {
+    tk::reduce::mpi_allreduce reducer;
+    // Constructing a checkpointer removes crashed saves' temporaries: rank 0 first, alone.
+    auto rank_zero_first = [&](auto make) {
+      if (rank != 0) tk::reduce::detail::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      auto c = make();
+      if (rank == 0) tk::reduce::detail::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      return c;
+    };
+    if (o.ckpt_mode == "none")
+      return train_with(o, tk::checkpoint::no_checkpoint{}, std::move(reducer));
+    if (o.ckpt_dir.empty())
+      throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
+    if (o.ckpt_mode == "sync")
+      return train_with(o, rank_zero_first([&] {
+                          return tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});
+                        }),
+                        std::move(reducer));
+    return train_with(
+        o, rank_zero_first([&] {
+          return tk::checkpoint::asio_checkpointer(
+              {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal});
+        }),
+        std::move(reducer));
+  } catch (const std::exception& e) {
+    if (ranks == 1) throw;  // main() reports it, and MPI finalises normally
+    std::cerr << "gpt_fineweb: rank " << rank << " of " << ranks << ": " << failure_kind(e)
+              << e.what() << "\n"
+              << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    throw;  // not reached: MPI_Abort ends the process
+  }
+}
+#else
+inline int run_train_mpi(const train_options&) {
+  throw tk::config_error("--reducer mpi: this build has no MPI (CMake found none, or "
+                         "TRAINKIT_MPI was OFF)");
+}
+#endif
+// ---- end data parallelism ----
 
 int run_train(const train_options& o) {
   o.validate();
@@ -285,6 +366,7 @@ int run_train(const train_options& o) {
 #endif
   }
   if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
+  if (o.reducer == "mpi") return run_train_mpi(o);  // data parallelism
   if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
   if (o.ckpt_dir.empty())
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");

@@ -69,6 +69,10 @@ struct train_options {
   int top_k = 40;
   std::string vocab;  // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
+  // ---- data parallelism (--reducer; docs/distributed.md) ----
+  std::string reducer = "single";  // single: one process; mpi: one rank per process (mpirun)
+  // ---- end data parallelism ----
+
   /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
   /// is written as llm.c shards.
   trainkit::data::shard_layout layout_of(const std::string& glob) const {
@@ -130,6 +134,12 @@ struct train_options {
     if (!(temperature >= 0))
       throw trainkit::config_error("--temperature must be >= 0: " + std::to_string(temperature));
     if (top_k < 0) throw trainkit::config_error("--top-k must be >= 0: " + std::to_string(top_k));
+    // ---- data parallelism ----
+    if (reducer == "mpi" && device != "cpu")
+      throw trainkit::config_error(
+          "--reducer mpi reduces CPU gradients: it needs --device cpu "
+          "(a NCCL reducer for --device cuda does not exist yet)");
+    // ---- end data parallelism ----
     if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
       throw trainkit::config_error(
           "--total-batch-tokens " + std::to_string(total_batch_tokens) +
@@ -215,6 +225,12 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "score only the first N HellaSwag examples (0 = all)");
   app.add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
+  // ---- data parallelism ----
+  app.add_option("--reducer", o.reducer,
+                 "gradient reducer: single (one process) or mpi (data parallel on CPU, one rank "
+                 "per process: mpirun -np N gpt_fineweb --reducer mpi ...)")
+      ->check(CLI::IsMember({"single", "mpi"}));
+  // ---- end data parallelism ----
   app.add_option("--vocab", o.vocab,
                  "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB, "
                  "else the bundled vocab/gpt2)");

@@ -167,7 +167,7 @@ TEST(CudaTraining, SyncCheckpointOfDeviceStateResumesExactly) {
 #if defined(TRAINKIT_TEST_NCCL)
 static_assert(tk::reduce::gradient_reducer_for<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
 
-// One rank: ncclAvg over one GPU is the identity, so any difference from reduce::single is the
+// One rank: a sum over one GPU is the identity, so any difference from reduce::single is the
 // reducer's ordering (a bucket reduced while backward still writes it, the optimizer running
 // before the comm stream) or a bucket it never handed back.
 TEST(CudaTraining, NcclReducerOverOneGpuGivesTheSingleProcessLosses) {

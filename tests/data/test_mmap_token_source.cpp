@@ -400,3 +400,58 @@ TEST_F(MmapSource, HeaderlessShardsOnlyWithTheirLayoutAndThenTheSameBatches) {
     ASSERT_EQ(a[i].targets, b[i].targets) << i;
   }
 }
+
+namespace {
+
+// Rank r of n yields batches r, r+n, r+2n, ... of the one-process stream, and every rank reports
+// the one-process position after the round; a rank resumed from that position continues its
+// slice. `rounds` rounds of n batches.
+void expect_rank_slices(td::mmap_source_config cfg, int n, int rounds) {
+  td::mmap_token_source one(cfg);
+  const auto reference = take(one, n * rounds);
+  for (int r = 0; r < n; ++r) {
+    td::mmap_source_config rc = cfg;
+    rc.rank = r;
+    rc.world_size = n;
+    td::mmap_token_source mine(rc);
+    const auto got = take(mine, rounds);
+    for (int k = 0; k < rounds; ++k) {
+      const recorded_batch& want = reference[std::size_t(k * n + r)];
+      ASSERT_EQ(got[std::size_t(k)].inputs, want.inputs) << "rank " << r << " round " << k;
+      ASSERT_EQ(got[std::size_t(k)].targets, want.targets) << "rank " << r << " round " << k;
+      // The position after a round is one process's after the round's last batch.
+      ASSERT_EQ(got[std::size_t(k)].after, reference[std::size_t(k * n + n - 1)].after)
+          << "rank " << r << " round " << k;
+    }
+    // Resuming this rank from the position of round 3 continues with its round 4.
+    td::mmap_token_source resumed(rc);
+    resumed.seek(got[2].after);
+    const auto tail = take(resumed, 1);
+    ASSERT_EQ(tail[0].inputs, got[3].inputs) << "rank " << r;
+  }
+}
+
+}  // namespace
+
+TEST_F(MmapSource, RankSlicesPartitionTheSequentialStreamAcrossShardsAndEpochs) {
+  const std::string pattern = make_shards({4 * 32 + 1, 3 * 32 + 20, 6 * 32 + 31});  // 13/epoch
+  expect_rank_slices({pattern, 4, 8, 50257}, 2, 12);
+  expect_rank_slices({pattern, 4, 8, 50257}, 3, 10);
+}
+
+TEST_F(MmapSource, RankSlicesPartitionTheRandomStreamAcrossEpochs) {
+  const std::string pattern = make_shards({200, 150, 333});  // 83 windows of T=8
+  expect_rank_slices({pattern, 5, 8, 50257, td::order_kind::random, 99}, 2, 20);
+  expect_rank_slices({pattern, 5, 8, 50257, td::order_kind::random, 99}, 3, 12);
+}
+
+TEST_F(MmapSource, RankOutsideTheWorldIsConfigError) {
+  const std::string pattern = make_shards({500});
+  td::mmap_source_config c{pattern, 2, 8, 50257};
+  c.rank = 2;
+  c.world_size = 2;
+  EXPECT_THROW(td::mmap_token_source{c}, tk::config_error);
+  c.rank = 0;
+  c.world_size = 0;
+  EXPECT_THROW(td::mmap_token_source{c}, tk::config_error);
+}

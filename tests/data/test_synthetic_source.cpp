@@ -113,7 +113,40 @@ TEST(SyntheticSource, SeekResumesExactly) {
   EXPECT_THROW(other.seek(p), tk::config_error);
 }
 
+// Rank r of n yields global batches r, r+n, ... and reports the one-process position after each
+// round of n, so a checkpoint's position means the same for any number of ranks.
+TEST(SyntheticSource, RankSlicesPartitionTheStream) {
+  const td::synthetic_config cfg{.batch_size = 2, .seq_len = 16, .seed = 9};
+  td::synthetic_source one(cfg);
+  tk::host_batch b;
+  std::vector<std::vector<std::int32_t>> reference;
+  for (int i = 0; i < 12; ++i) {
+    one.next(b);
+    reference.push_back(b.inputs);
+  }
+  for (int n : {2, 3}) {
+    for (int r = 0; r < n; ++r) {
+      td::synthetic_config rc = cfg;
+      rc.rank = r;
+      rc.world_size = n;
+      td::synthetic_source mine(rc);
+      for (int k = 0; k < 12 / n; ++k) {
+        mine.next(b);
+        EXPECT_EQ(b.inputs, reference[std::size_t(k * n + r)]) << n << " ranks, rank " << r;
+        EXPECT_EQ(mine.position().offset, std::uint64_t((k + 1) * n));
+      }
+      td::synthetic_source resumed(rc);
+      resumed.seek({0, 0, std::uint64_t(n), cfg.seed});  // after round 1
+      resumed.next(b);
+      EXPECT_EQ(b.inputs, reference[std::size_t(n + r)]);
+    }
+  }
+}
+
 TEST(SyntheticSource, ImpossibleConfigIsConfigError) {
+  EXPECT_THROW(td::synthetic_source({.rank = 1, .world_size = 1}), tk::config_error);
+  EXPECT_THROW(td::synthetic_source({.rank = -1, .world_size = 2}), tk::config_error);
+  EXPECT_THROW(td::synthetic_source({.world_size = 0}), tk::config_error);
   EXPECT_THROW(td::synthetic_source({.batch_size = 0}), tk::config_error);
   EXPECT_THROW(td::synthetic_source({.seq_len = 0}), tk::config_error);
   EXPECT_THROW(td::synthetic_source({.vocab_size = 10, .alphabet = 11}), tk::config_error);

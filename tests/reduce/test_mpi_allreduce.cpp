@@ -1,15 +1,21 @@
-// Tests of reduce::mpi_allreduce, run by ctest under mpiexec with 2 ranks: buckets of random
-// floats reduce to the mean over ranks, exactly as each rank computes it from every rank's seed;
-// odd-length, split and empty buckets; misuse of the protocol throws on every rank alike (no
-// hang); and a trainer with 2 ranks × 1 micro-batch matches 1 process × 2 micro-batches of
-// gradient accumulation step by step, with both ranks holding identical weights.
+// Tests of reduce::mpi_allreduce, run by ctest under mpiexec with 2 ranks (and the trainer tests
+// with 3): buckets of random floats reduce to the sum over ranks, exactly as each rank computes it
+// from every rank's seed; odd-length, split and empty buckets; misuse of the protocol throws on
+// every rank alike (no hang); the rank-aware hooks; and a trainer with 2 ranks × 1 micro-batch
+// equals 1 process × 2 micro-batches of gradient accumulation bit for bit over 20 steps (losses,
+// validation losses, norms, weights), to 1e-5 with more micro-batches or ranks, and a stop on one
+// rank stops all after the same step.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 #include <span>
@@ -18,6 +24,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/model/step_protocol.hpp"
@@ -84,7 +91,8 @@ TEST(MpiAllreduce, RunsOnTwoRanks) {
   EXPECT_EQ(r.rank(), world_rank);
 }
 
-TEST(MpiAllreduce, BucketsBecomeTheMeanOverRanksComputedFromEveryRanksSeed) {
+// The reducer sums: the trainer has already scaled each rank's gradient by 1/ranks.
+TEST(MpiAllreduce, BucketsBecomeTheSumOverRanksComputedFromEveryRanksSeed) {
   tk::reduce::mpi_allreduce r;
   const int n = r.world_size();
   bucketed_gradients m = odd_layout(r.rank());
@@ -101,12 +109,11 @@ TEST(MpiAllreduce, BucketsBecomeTheMeanOverRanksComputedFromEveryRanksSeed) {
       for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += other[j];
     }
     for (std::size_t j = 0; j < sum.size(); ++j) {
-      const float mean = sum[j] / float(n);
       // Two addends sum the same in any order; more ranks may be summed in another order.
       if (n == 2)
-        ASSERT_EQ(m.grads[j], mean) << "element " << j << " step " << step;
+        ASSERT_EQ(m.grads[j], sum[j]) << "element " << j << " step " << step;
       else
-        ASSERT_NEAR(m.grads[j], mean, 1e-6f * std::abs(mean) + 1e-7f) << "element " << j;
+        ASSERT_NEAR(m.grads[j], sum[j], 1e-6f * std::abs(sum[j]) + 1e-6f) << "element " << j;
     }
   }
 }
@@ -120,8 +127,8 @@ TEST(MpiAllreduce, DoubleGradientsToo) {
   r.finish();
   const double n = r.world_size();
   const double rank_sum = n * (n - 1) / 2;  // 0 + 1 + ... + n-1
-  EXPECT_EQ(m.grads, (std::vector<double>{(n + rank_sum) / n, 2.0, -3.0 * rank_sum / n, 0.25,
-                                          7.0 * (rank_sum + n) / n}));
+  EXPECT_EQ(m.grads, (std::vector<double>{n + rank_sum, 2.0 * n, -3.0 * rank_sum, 0.25 * n,
+                                          7.0 * (rank_sum + n)}));
 }
 
 TEST(MpiAllreduce, ProtocolMisuseThrowsOnEveryRankWithoutHanging) {
@@ -157,128 +164,223 @@ TEST(MpiAllreduce, MpiFailureThrowsNamingTheCall) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
-/// Rank r of n reads global batches r, r+n, r+2n, ... of a source: the slice of every global
-/// batch a rank of a data-parallel run must see. The library's sources cannot be sliced by rank
-/// yet; this wrapper uses their seekable position (offset = batches produced).
-class rank_slice {
- public:
-  rank_slice(tk::data::synthetic_source s, int rank, int ranks)
-      : inner_(std::move(s)), ranks_(ranks) {
-    skip(rank);
-  }
-  int batch_size() const { return inner_.batch_size(); }
-  int seq_len() const { return inner_.seq_len(); }
-  int vocab_size() const { return inner_.vocab_size(); }
-  void next(tk::host_batch& b) {
-    inner_.next(b);
-    skip(ranks_ - 1);
-  }
-  tk::source_position position() const { return inner_.position(); }
-  void seek(const tk::source_position& p) { inner_.seek(p); }
-
- private:
-  void skip(int batches) {
-    tk::source_position p = inner_.position();
-    p.offset += std::uint64_t(batches);
-    inner_.seek(p);
-  }
-  tk::data::synthetic_source inner_;
-  int ranks_ = 1;
-};
-static_assert(tk::data::data_source<rank_slice>);
-
-tk::data::synthetic_source synthetic(int B, int T) {
+tk::data::synthetic_source synthetic(int B, int T, int rank, int ranks, int vocab = 100) {
   return tk::data::synthetic_source({.batch_size = B,
                                      .seq_len = T,
-                                     .vocab_size = 100,
+                                     .vocab_size = vocab,
                                      .alphabet = 20,
                                      .branching = 2,
-                                     .seed = 5});
+                                     .seed = 5,
+                                     .rank = rank,
+                                     .world_size = ranks});
 }
 
-// The smallest GPT-2 the CPU tests train.
-tk::model::gpt2_config tiny() {
+// d2's shape (2 layers, 2 heads, 128 channels) with a small vocabulary, so 20 steps take a
+// fraction of a second on one thread.
+tk::model::gpt2_config d2_small_vocab() {
   return {.max_seq_len = 16,
           .vocab_size = 100,
           .padded_vocab_size = 128,
-          .num_layers = 3,
+          .num_layers = 2,
           .num_heads = 2,
-          .channels = 16};
+          .channels = 128};
 }
 
 struct run_record {
   std::vector<double> loss;
+  std::vector<double> val_loss;
   std::vector<double> grad_norm;
   std::vector<float> parameters;
+  tk::run_result result;
 };
 
-template <class Reducer>
-run_record train(rank_slice source, int micro_batches, Reducer reducer) {
+struct run_options {
+  int steps = 20;
+  int eval_every = 0;
+  std::function<bool(const tk::step_metrics&)> on_step;  // also decides when to stop
+};
+
+// A trainer with `micro_batches` micro-batches per rank on the rank slice of the synthetic
+// stream; with `rank` and `ranks` = 0, 1 it is the one-process reference.
+template <class Reducer, class Checkpointer = tk::checkpoint::no_checkpoint>
+run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_options o = {},
+                 Checkpointer checkpointer = {}, bool resume = false) {
   constexpr int B = 2, T = 8;
   tk::trainer_config cfg;
-  cfg.steps = 6;
+  cfg.resume = resume;
+  cfg.steps = o.steps;
   cfg.quiet = true;
-  cfg.total_batch_tokens = std::size_t(micro_batches) * B * T;
+  cfg.total_batch_tokens = std::size_t(micro_batches) * std::size_t(ranks) * B * T;
+  cfg.eval_every = o.eval_every;
+  cfg.eval_batches = 5;  // not a multiple of the ranks: rank 0 evaluates one more
   cfg.schedule.kind = tk::optim::schedule_kind::constant;
   cfg.schedule.max_lr = 3e-3f;
   const tk::optim::adamw_config ac{.grad_clip = 0.5f};  // small: clipping acts on every step
   std::ostringstream quiet;
-  tk::trainer<rank_slice, tk::prefetch::threaded<2>, tk::model::gpt2_cpu, tk::optim::adamw_cpu,
-              tk::checkpoint::no_checkpoint, Reducer>
-      t(cfg, std::move(source), std::nullopt, tk::model::gpt2_cpu(tiny(), 11), ac,
-        tk::checkpoint::no_checkpoint{}, std::move(reducer), quiet);
+  std::optional<tk::data::synthetic_source> val;
+  if (o.eval_every > 0) {
+    auto v = synthetic(B, T, rank, ranks).config();
+    v.seed = 77;
+    val.emplace(v);
+  }
+  tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
+              tk::optim::adamw_cpu, Checkpointer, Reducer>
+      t(cfg, synthetic(B, T, rank, ranks), std::move(val),
+        tk::model::gpt2_cpu(d2_small_vocab(), 11), ac, std::move(checkpointer), std::move(reducer),
+        quiet);
+  EXPECT_EQ(t.grad_accum_steps(), micro_batches);
+  EXPECT_EQ(t.tokens_per_step(), std::size_t(micro_batches) * std::size_t(ranks) * B * T);
   run_record r;
   t.on_step([&](const tk::step_metrics& m) {
     r.loss.push_back(m.loss);
+    r.val_loss.push_back(m.val_loss);
     r.grad_norm.push_back(m.grad_norm);
-    return true;
+    return o.on_step ? o.on_step(m) : true;
   });
-  t.run();
+  r.result = t.run();
   const auto p = t.model().parameters();
   r.parameters.assign(p.begin(), p.end());
   return r;
 }
 
-// Not bit for bit: gpt2_cpu accumulates a micro-step's gradient into the gradient buffer in place
-// (the embedding rows, biases and LayerNorm sums add token by token onto what the previous
-// micro-step left), so one process sums in another order than "each rank's gradient, then the sum
-// over ranks". docs/distributed.md says what would make them identical.
-TEST(MpiAllreduce, TwoRanksOfOneMicroBatchMatchOneProcessOfTwo) {
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// The trainer's contract: what every rank logs is the mean over all ranks (averaged through the
+// reducer); the one-process reference accumulates ranks × micro-batches. With 2 ranks of 1
+// micro-batch the arithmetic is the same operations in the same order (docs/distributed.md), so
+// losses, norms and weights are equal bit for bit; otherwise the sums are grouped differently.
+void expect_matches_one_process(int micro_batches, const run_options& o = {}) {
   tk::reduce::mpi_allreduce reducer;
   const int rank = reducer.rank(), n = reducer.world_size();
-  ASSERT_EQ(n, 2);
-  // Every rank computes the single-process reference itself: global batches 2s and 2s+1 as two
-  // micro-batches of step s.
-  const run_record one = train(rank_slice(synthetic(2, 8), 0, 1), n, tk::reduce::single{});
-  const run_record dp = train(rank_slice(synthetic(2, 8), rank, n), 1, std::move(reducer));
-
-  // A rank's loss is its own micro-batch's; the step's loss is their mean.
-  std::vector<double> all(dp.loss.size() * std::size_t(n));
-  ASSERT_EQ(MPI_Allgather(dp.loss.data(), int(dp.loss.size()), MPI_DOUBLE, all.data(),
-                          int(dp.loss.size()), MPI_DOUBLE, MPI_COMM_WORLD),
-            MPI_SUCCESS);
+  const bool exact = n == 2 && micro_batches == 1;
+  // Every rank computes the single-process reference itself.
+  const run_record one = train(0, 1, n * micro_batches, tk::reduce::single{}, o);
+  const run_record dp = train(rank, n, micro_batches, std::move(reducer), o);
   ASSERT_EQ(one.loss.size(), dp.loss.size());
   for (std::size_t s = 0; s < one.loss.size(); ++s) {
-    const double a = all[s], b = all[dp.loss.size() + s];
-    EXPECT_NE(a, b) << "the ranks read different batches";
-    EXPECT_NEAR((a + b) / 2, one.loss[s], 1e-6 * one.loss[s]) << "step " << s + 1;
-    // The norm is of the reduced (mean) gradient: a wrong divisor scales it.
-    EXPECT_NEAR(dp.grad_norm[s], one.grad_norm[s], 1e-5 * one.grad_norm[s]) << "step " << s + 1;
+    if (exact) {
+      EXPECT_TRUE(same_bits(dp.loss[s], one.loss[s]))
+          << "step " << s + 1 << ": " << dp.loss[s] << " vs " << one.loss[s];
+      EXPECT_TRUE(same_bits(dp.grad_norm[s], one.grad_norm[s])) << "step " << s + 1;
+    } else {
+      EXPECT_NEAR(dp.loss[s], one.loss[s], 1e-5 * one.loss[s]) << "step " << s + 1;
+      // The norm is of the reduced gradient: a wrong divisor scales it.
+      EXPECT_NEAR(dp.grad_norm[s], one.grad_norm[s], 1e-4 * one.grad_norm[s]) << "step " << s + 1;
+    }
+    // The validation loss is summed in global batch order from one rank's loss per batch.
+    if (!std::isnan(one.val_loss[s]) || !std::isnan(dp.val_loss[s])) {
+      EXPECT_TRUE(exact ? same_bits(dp.val_loss[s], one.val_loss[s])
+                        : std::abs(dp.val_loss[s] - one.val_loss[s]) <= 1e-5 * one.val_loss[s])
+          << "val loss at step " << s + 1 << ": " << dp.val_loss[s] << " vs " << one.val_loss[s];
+    }
   }
-  EXPECT_EQ(one.loss[0], (all[0] + all[dp.loss.size()]) / 2) << "step 1 runs on equal weights";
   ASSERT_EQ(dp.parameters.size(), one.parameters.size());
-  float worst = 0;
-  for (std::size_t i = 0; i < one.parameters.size(); ++i)
-    worst = std::max(worst, std::abs(dp.parameters[i] - one.parameters[i]) /
-                                std::max(1.0f, std::abs(one.parameters[i])));
-  EXPECT_LT(worst, 1e-5f) << "parameters after " << one.loss.size() << " steps";
-  // Both ranks hold the same weights: they applied the same reduced gradient.
-  std::vector<float> other(dp.parameters.size());
-  ASSERT_EQ(MPI_Sendrecv(dp.parameters.data(), int(dp.parameters.size()), MPI_FLOAT, 1 - rank, 0,
-                         other.data(), int(other.size()), MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE),
-            MPI_SUCCESS);
-  EXPECT_EQ(std::memcmp(other.data(), dp.parameters.data(), other.size() * sizeof(float)), 0);
+  if (exact) {
+    EXPECT_EQ(std::memcmp(dp.parameters.data(), one.parameters.data(),
+                          one.parameters.size() * sizeof(float)),
+              0)
+        << "weights after " << one.loss.size() << " steps";
+  } else {
+    float worst = 0;
+    for (std::size_t i = 0; i < one.parameters.size(); ++i)
+      worst = std::max(worst, std::abs(dp.parameters[i] - one.parameters[i]) /
+                                  std::max(1.0f, std::abs(one.parameters[i])));
+    EXPECT_LT(worst, 1e-4f) << "parameters after " << one.loss.size() << " steps";
+  }
+  // Every rank holds rank 0's weights: they applied the same reduced gradient.
+  std::vector<float> root = dp.parameters;
+  ASSERT_EQ(MPI_Bcast(root.data(), int(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_EQ(std::memcmp(root.data(), dp.parameters.data(), root.size() * sizeof(float)), 0);
+}
+
+TEST(MpiTrainer, RanksOfOneMicroBatchMatchOneProcessAccumulatingThemFor20Steps) {
+  expect_matches_one_process(1, {.steps = 20, .eval_every = 10, .on_step = {}});
+}
+
+TEST(MpiTrainer, RanksOfTwoMicroBatchesMatchOneProcessTo1e5) {
+  expect_matches_one_process(2, {.steps = 10, .eval_every = 5, .on_step = {}});
+}
+
+TEST(MpiTrainer, RankAwareHooksAgreeOnEveryRank) {
+  tk::reduce::mpi_allreduce r;
+  const int rank = r.rank(), n = r.world_size();
+  std::vector<double> v(std::size_t(n) + 1, 0.0);
+  v[std::size_t(rank)] = 1.5 + rank;
+  v[std::size_t(n)] = 1;
+  r.sum(v);
+  for (int k = 0; k < n; ++k) EXPECT_EQ(v[std::size_t(k)], 1.5 + k);
+  EXPECT_EQ(v[std::size_t(n)], double(n));
+  // average: rank-order sum then division, so 0.1 + 0.2 (+ 0.3 ...) / n exactly as computed here.
+  double expect = 0;
+  for (int k = 0; k < n; ++k) expect += 0.1 * (k + 1);
+  EXPECT_TRUE(same_bits(r.average(0.1 * (rank + 1)), expect / n));
+  EXPECT_TRUE(r.any(rank == n - 1));
+  EXPECT_FALSE(r.any(false));
+}
+
+// The checkpoint of a data-parallel run is rank 0's, and its data position is the one-process
+// stream's: one process with 2 micro-batches resumes a 2-rank run's checkpoint and continues
+// with exactly the steps an uninterrupted 1 × 2 run takes (2 × 1 == 1 × 2 bit for bit).
+TEST(MpiTrainer, OneProcessResumesATwoRankCheckpointBitForBit) {
+  tk::reduce::mpi_allreduce reducer;
+  const int rank = reducer.rank(), n = reducer.world_size();
+  if (n != 2) GTEST_SKIP() << "bit for bit needs 2 ranks of 1 micro-batch";
+  // One directory for all ranks: rank 0's pid names it.
+  long long id = ::getpid();
+  ASSERT_EQ(MPI_Bcast(&id, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("trainkit_mpi_resume_" + std::to_string(id));
+  // Rank 0 prepares the directory (a checkpointer cleans it when constructed) before the others.
+  std::optional<tk::checkpoint::sync_checkpointer> ckpt;
+  if (rank == 0) ckpt.emplace(tk::checkpoint::sync_checkpointer_config{dir, 0});
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  if (rank != 0) ckpt.emplace(tk::checkpoint::sync_checkpointer_config{dir, 0});
+  const run_record dp =
+      train(rank, n, 1, std::move(reducer), {.steps = 5, .on_step = {}}, std::move(*ckpt));
+  ASSERT_EQ(dp.loss.size(), 5u);
+  std::vector<std::string> saved;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    saved.push_back(e.path().filename().string());
+  EXPECT_EQ(saved, std::vector<std::string>{"step_00000005"}) << "one save, by rank 0";
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);  // every rank has looked
+  if (rank == 0) {
+    const run_record whole = train(0, 1, 2, tk::reduce::single{}, {.steps = 10, .on_step = {}});
+    const run_record resumed = train(0, 1, 2, tk::reduce::single{}, {.steps = 10, .on_step = {}},
+                                     tk::checkpoint::sync_checkpointer({dir, 0}), /*resume=*/true);
+    ASSERT_EQ(resumed.loss.size(), 5u) << "steps 6..10";
+    for (std::size_t s = 0; s < 5; ++s)
+      EXPECT_TRUE(same_bits(resumed.loss[s], whole.loss[s + 5])) << "step " << s + 6;
+    EXPECT_EQ(std::memcmp(resumed.parameters.data(), whole.parameters.data(),
+                          whole.parameters.size() * sizeof(float)),
+              0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// A stop on one rank (its callback, or a signal: both go through the reducer's any()) stops every
+// rank after the same step instead of leaving the others waiting in the next all-reduce.
+TEST(MpiTrainer, AStopOnOneRankStopsEveryRankAfterTheSameStep) {
+  tk::reduce::mpi_allreduce reducer;
+  const int rank = reducer.rank(), n = reducer.world_size();
+  const run_record r =
+      train(rank, n, 1, std::move(reducer), {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
+                                               return !(rank == n - 1 && m.step == 3);
+                                             }});
+  EXPECT_TRUE(r.result.stopped);
+  EXPECT_EQ(r.result.last_step, 3u);
+
+  tk::reduce::mpi_allreduce again;
+  const run_record s =
+      train(rank, n, 1, std::move(again), {.steps = 8, .on_step = [&](const tk::step_metrics& m) {
+                                             if (rank == 0 && m.step == 5)
+                                               tk::request_stop(SIGTERM);
+                                             return true;
+                                           }});
+  tk::stop_signal().store(0);
+  EXPECT_TRUE(s.result.stopped);
+  EXPECT_EQ(s.result.last_step, 5u);
 }
 
 }  // namespace

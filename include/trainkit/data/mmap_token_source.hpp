@@ -16,6 +16,12 @@
 //
 // position() is (epoch, shard, token offset, seed) for sequential order and (epoch, 0, window
 // index into the epoch's permutation, seed) for random order; seek() restores it exactly.
+//
+// Rank slices (data parallelism): with world_size N, rank r yields batches r, r+N, r+2N, ... of
+// the one-process stream above (it steps over the other ranks' batches without copying them),
+// and position() is where that stream stands after the last round of N batches: the same on
+// every rank and the same as one process's after as many batches, so a checkpoint's position
+// means the same whatever the number of ranks.
 #pragma once
 
 #include <glob.h>
@@ -47,6 +53,8 @@ struct mmap_source_config {
   order_kind order = order_kind::sequential;
   std::uint64_t seed = 0;                    // random order only
   shard_layout layout = shard_layout::llmc;  // headerless uint16 files only when asked for
+  int rank = 0;                              // this rank's slice of every round of batches
+  int world_size = 1;                        // ranks sharing the stream
 
   friend bool operator==(const mmap_source_config&, const mmap_source_config&) = default;
 };
@@ -55,7 +63,8 @@ inline std::string to_string(const mmap_source_config& c) {
   return "pattern='" + c.pattern + "' batch_size=" + std::to_string(c.batch_size) +
          " seq_len=" + std::to_string(c.seq_len) + " vocab_size=" + std::to_string(c.vocab_size) +
          " order=" + std::string(to_string(c.order)) + " seed=" + std::to_string(c.seed) +
-         " layout=" + to_string(c.layout);
+         " layout=" + to_string(c.layout) + " rank=" + std::to_string(c.rank) +
+         " world_size=" + std::to_string(c.world_size);
 }
 
 /// Files matching a glob(3) pattern, sorted bytewise. config_error when nothing matches.
@@ -128,10 +137,14 @@ class mmap_token_source {
     if (batch.batch_size != B || batch.seq_len != T || batch.inputs.size() != std::size_t(B) * T ||
         batch.targets.size() != std::size_t(B) * T)
       batch = host_batch(B, T);
-    if (config_.order == order_kind::sequential)
-      next_sequential(batch);
-    else
-      next_random(batch);
+    const int r = config_.rank, N = config_.world_size;
+    for (int i = 0; i < N; ++i) {  // one round: the other ranks' batches are stepped over
+      host_batch* out = i == r ? &batch : nullptr;
+      if (config_.order == order_kind::sequential)
+        next_sequential(out);
+      else
+        next_random(out);
+    }
   }
 
   source_position position() const noexcept {
@@ -186,6 +199,9 @@ class mmap_token_source {
     if (config_.vocab_size < 1 || config_.vocab_size > 65536)
       throw config_error("vocab_size " + std::to_string(config_.vocab_size) +
                          " must be in [1, 65536] for uint16 token shards");
+    if (config_.world_size < 1 || config_.rank < 0 || config_.rank >= config_.world_size)
+      throw config_error("data source rank " + std::to_string(config_.rank) +
+                         " is not in [0, world_size " + std::to_string(config_.world_size) + ")");
   }
 
   // llm.c: advance to the next shard when this one cannot supply B*T+1 more tokens.
@@ -199,24 +215,33 @@ class mmap_token_source {
     }
   }
 
-  void next_sequential(host_batch& batch) {
+  // The stream's next batch, into `batch`, or only stepped over when it is null.
+  void next_sequential(host_batch* batch) {
     skip_exhausted_shard();  // a seek may land on an exhausted offset
     const std::size_t n = std::size_t(config_.batch_size) * config_.seq_len;
-    const std::uint16_t* src = shards_[shard_].tokens.data() + offset_;  // B*T+1 tokens
-    std::int32_t* in = batch.inputs.data();                              // (B, T)
-    std::int32_t* tg = batch.targets.data();                             // (B, T)
-    for (std::size_t i = 0; i < n; ++i) in[i] = src[i];
-    for (std::size_t i = 0; i < n; ++i) tg[i] = src[i + 1];
+    if (batch) {
+      const std::uint16_t* src = shards_[shard_].tokens.data() + offset_;  // B*T+1 tokens
+      std::int32_t* in = batch->inputs.data();                             // (B, T)
+      std::int32_t* tg = batch->targets.data();                            // (B, T)
+      for (std::size_t i = 0; i < n; ++i) in[i] = src[i];
+      for (std::size_t i = 0; i < n; ++i) tg[i] = src[i + 1];
+    }
     offset_ += n;
     skip_exhausted_shard();  // so position() names the shard/epoch the next batch comes from
   }
 
-  void next_random(host_batch& batch) {
+  // The stream's next batch, into `batch`, or only stepped over (no permutation needed) when it
+  // is null.
+  void next_random(host_batch* batch) {
     const std::size_t T = std::size_t(config_.seq_len);
     for (int b = 0; b < config_.batch_size; ++b) {
       if (offset_ >= windows_per_epoch()) {
         offset_ = 0;
         ++epoch_;
+      }
+      if (!batch) {
+        ++offset_;
+        continue;
       }
       if (perm_.empty() || perm_epoch_ != epoch_) {
         perm_ = epoch_permutation(std::uint32_t(windows_per_epoch()), seed_, epoch_);
@@ -226,8 +251,8 @@ class mmap_token_source {
       const auto it = std::upper_bound(window_start_.begin(), window_start_.end(), w);
       const std::size_t s = std::size_t(it - window_start_.begin()) - 1;
       const std::uint16_t* src = shards_[s].tokens.data() + (w - window_start_[s]) * T;  // T+1
-      std::int32_t* in = batch.inputs.data() + std::size_t(b) * T;                       // (T)
-      std::int32_t* tg = batch.targets.data() + std::size_t(b) * T;                      // (T)
+      std::int32_t* in = batch->inputs.data() + std::size_t(b) * T;                      // (T)
+      std::int32_t* tg = batch->targets.data() + std::size_t(b) * T;                     // (T)
       for (std::size_t t = 0; t < T; ++t) in[t] = src[t];
       for (std::size_t t = 0; t < T; ++t) tg[t] = src[t + 1];
     }

@@ -9,6 +9,10 @@
 // Every row is generated from its own counter-based seed (seed, batch index, row), so position()
 // is just the batch index and seek() is O(1). `produce_delay` sleeps in next() to imitate a slow
 // producer for prefetcher tests and benches.
+//
+// Rank slices (data parallelism): with world_size N, rank r yields global batches r, r+N, r+2N,
+// ... of the one-process stream, and position() is the global batch index after the last round
+// of N (so it is the same on every rank, and the same as one process's after as many batches).
 #pragma once
 
 #include <chrono>
@@ -35,6 +39,8 @@ struct synthetic_config {
   int branching = 4;  // successors per token, each equally likely
   std::uint64_t seed = 0;
   std::chrono::microseconds produce_delay{0};  // slept at the start of every next()
+  int rank = 0;        // this rank's slice of every round of world_size batches
+  int world_size = 1;  // ranks sharing the stream
 
   friend bool operator==(const synthetic_config&, const synthetic_config&) = default;
 };
@@ -43,7 +49,8 @@ inline std::string to_string(const synthetic_config& c) {
   return "batch_size=" + std::to_string(c.batch_size) + " seq_len=" + std::to_string(c.seq_len) +
          " vocab_size=" + std::to_string(c.vocab_size) + " alphabet=" + std::to_string(c.alphabet) +
          " branching=" + std::to_string(c.branching) + " seed=" + std::to_string(c.seed) +
-         " produce_delay_us=" + std::to_string(c.produce_delay.count());
+         " produce_delay_us=" + std::to_string(c.produce_delay.count()) +
+         " rank=" + std::to_string(c.rank) + " world_size=" + std::to_string(c.world_size);
 }
 
 namespace detail {
@@ -82,6 +89,9 @@ class synthetic_source {
       throw config_error("synthetic source: branching " + std::to_string(c.branching) +
                          " must be in [1, alphabet " + std::to_string(c.alphabet) + "]");
     if (c.produce_delay.count() < 0) throw config_error("synthetic source: negative produce_delay");
+    if (c.world_size < 1 || c.rank < 0 || c.rank >= c.world_size)
+      throw config_error("synthetic source: rank " + std::to_string(c.rank) +
+                         " is not in [0, world_size " + std::to_string(c.world_size) + ")");
     build_chain();
   }
 
@@ -109,8 +119,9 @@ class synthetic_source {
         batch.targets.size() != std::size_t(B) * T)
       batch = host_batch(B, T);
     const auto K = std::uint32_t(config_.branching);
+    const std::uint64_t global = batch_index_ + std::uint64_t(config_.rank);
     for (int b = 0; b < B; ++b) {
-      detail::splitmix64 rng{row_seed(batch_index_, b)};
+      detail::splitmix64 rng{row_seed(global, b)};
       std::int32_t tok = std::int32_t(rng.below(std::uint32_t(config_.alphabet)));
       std::int32_t* in = batch.inputs.data() + std::size_t(b) * T;   // (T)
       std::int32_t* tg = batch.targets.data() + std::size_t(b) * T;  // (T)
@@ -120,10 +131,10 @@ class synthetic_source {
         tg[t] = tok;
       }
     }
-    ++batch_index_;
+    batch_index_ += std::uint64_t(config_.world_size);
   }
 
-  /// (epoch 0, shard 0, offset = batches produced, seed).
+  /// (epoch 0, shard 0, offset = global batches of the rounds produced, seed).
   source_position position() const noexcept { return {0, 0, batch_index_, config_.seed}; }
 
   void seek(const source_position& p) {
@@ -160,7 +171,7 @@ class synthetic_source {
 
   synthetic_config config_;
   std::vector<std::int32_t> successors_;  // (alphabet, branching)
-  std::uint64_t batch_index_ = 0;
+  std::uint64_t batch_index_ = 0;         // global index of this round's first batch
 };
 
 static_assert(data_source<synthetic_source>);

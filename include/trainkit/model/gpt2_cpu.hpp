@@ -10,6 +10,15 @@
 // pass is written by hand (detail/gpt2_cpu_kernels.hpp); the double instantiation exists for
 // finite-difference gradient checks. Results are bit-identical run to run for a fixed thread count.
 //
+// Gradient accumulation: the first backward after zero_grad() writes its gradient straight into
+// the zeroed gradient buffer; every later one computes its own contribution c_k into a second,
+// zeroed buffer and then adds it, bucket by bucket, so the step's gradient is exactly
+// ((c_0 + c_1) + c_2) + ... with each c_k computed from zero. That is the arithmetic a
+// data-parallel run does when every rank computes its micro-batches' gradient and a reducer sums
+// them, which is what makes 2 ranks × 1 micro-batch bit-identical to 1 process × 2
+// (docs/distributed.md). The cost is one more gradient-sized buffer, allocated the first time a
+// step has more than one micro-step, and one pass over it per extra micro-step.
+//
 // Activations are sized for the batch shape on first use and reused while it stays the same. The
 // LM head runs in chunks of rows so a large B·T never materialises all (B·T, Vp) logits. As in
 // llm.c, attention probabilities are kept for backward: L·B·H·T² values (2.4 GB for d12 at B=4,
@@ -101,12 +110,16 @@ class basic_gpt2_cpu {
   gemm_calibration calibrate_gemm() const { return calibrate_cpu_sgemm(); }
 
   void zero_grad(host_context&) { zero_grad(); }
-  void zero_grad() { std::fill(grads_.begin(), grads_.end(), Scalar(0)); }
+  void zero_grad() {
+    std::fill(grads_.begin(), grads_.end(), Scalar(0));
+    grads_zeroed_ = true;
+  }
 
   /// The step protocol (model/step_protocol.hpp): adds micro.grad_scale·∂loss/∂θ to gradients()
   /// and the batch's mean loss to the step's; on the last micro-step, publishes each bucket of
-  /// gradient_buckets() right after backward has finished it. Throws config_error for tokens
-  /// outside [0, vocab_size) or T > max_seq_len.
+  /// gradient_buckets() right after backward has finished it. Micro-steps after the first compute
+  /// their contribution from zero and then add it (see the file comment). Throws config_error for
+  /// tokens outside [0, vocab_size) or T > max_seq_len.
   void forward_backward(batch_view<host_memory> batch, const micro_step& micro, host_context&) {
     if (micro.first()) step_loss_sum_ = 0.0;
     step_loss_count_ = micro.count;
@@ -124,7 +137,8 @@ class basic_gpt2_cpu {
   std::span<const gradient_bucket> gradient_buckets() const noexcept { return buckets_; }
 
   /// One micro-step outside a trainer: mean cross-entropy over the batch's B·T targets, adding
-  /// grad_scale·∂loss/∂θ to gradients(). Throws like the protocol's forward_backward.
+  /// grad_scale·∂loss/∂θ to gradients() exactly as the protocol's forward_backward does (so a
+  /// loop of these after zero_grad() equals a trainer step bit for bit). Throws like it.
   float forward_backward(batch_view<host_memory> batch, float grad_scale) {
     return forward_backward_once(batch, Scalar(grad_scale), bucket_observer{});
   }
@@ -178,8 +192,23 @@ class basic_gpt2_cpu {
     check_batch(batch);
     prepare(batch.batch_size, batch.seq_len);
     forward_trunk(batch.inputs);
-    const double loss = classifier(batch.targets, /*backward=*/true, grad_scale);
-    backward_trunk(batch.inputs, on_bucket);
+    // Onto zeroed gradients backward writes in place; onto a previous micro-step's it computes
+    // this one's from zero in its own buffer and adds it bucket by bucket (file comment).
+    if (!grads_zeroed_) {
+      micro_grads_.resize(grads_.size());  // allocates the first time only
+      std::fill(micro_grads_.begin(), micro_grads_.end(), Scalar(0));
+      grad_target_ = micro_grads_.data();
+    }
+    grads_zeroed_ = false;
+    double loss = 0;
+    try {
+      loss = classifier(batch.targets, /*backward=*/true, grad_scale);
+      backward_trunk(batch.inputs, on_bucket);
+    } catch (...) {
+      grad_target_ = nullptr;
+      throw;
+    }
+    grad_target_ = nullptr;
     last_loss_ = loss;
     return float(loss);
   }
@@ -225,7 +254,23 @@ class basic_gpt2_cpu {
   }
 
   Scalar* tensor(tensor_id id) noexcept { return params_.data() + offsets_[std::size_t(id)]; }
-  Scalar* grad(tensor_id id) noexcept { return grads_.data() + offsets_[std::size_t(id)]; }
+  // Where backward writes gradients: gradients() itself, or this micro-step's own buffer.
+  Scalar* grad(tensor_id id) noexcept {
+    return (grad_target_ ? grad_target_ : grads_.data()) + offsets_[std::size_t(id)];
+  }
+
+  // Bucket i is complete for this micro-step: a micro-step computing into its own buffer adds
+  // the bucket to gradients() (each bucket once: they tile the buffer), then it is published.
+  void bucket_done(std::size_t i, const bucket_observer& on_bucket) {
+    if (grad_target_) {
+      for (const gradient_range& r : buckets_[i].ranges) {
+        Scalar* acc = grads_.data() + r.offset;
+        const Scalar* mine = grad_target_ + r.offset;
+        for (std::size_t j = 0; j < r.count; ++j) acc[j] += mine[j];
+      }
+    }
+    on_bucket(i);
+  }
 
   void check_shape(int B, int T) const {
     if (B <= 0 || T <= 0)
@@ -362,7 +407,7 @@ class basic_gpt2_cpu {
     const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
     k::layernorm_backward(dres, grad(lnfw), grad(lnfb), d.ln.data(), last, tensor(lnfw),
                           a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
-    on_bucket(0);  // lnf
+    bucket_done(0, on_bucket);  // lnf
     for (int l = config_.num_layers - 1; l >= 0; --l) {
       const Scalar* x = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * NC;
       const std::size_t lc = std::size_t(l) * C;
@@ -385,10 +430,10 @@ class basic_gpt2_cpu {
       k::layernorm_backward(dres, grad(ln1w) + lc, grad(ln1b) + lc, d.ln.data(), x,
                             tensor(ln1w) + lc, a.ln1_mean.data() + l * N, a.ln1_rstd.data() + l * N,
                             N, C);
-      on_bucket(gpt2_layer_bucket(config_, l));
+      bucket_done(gpt2_layer_bucket(config_, l), on_bucket);
     }
     k::encoder_backward(grad(wte), grad(wpe), dres, inputs, B, T, C);
-    on_bucket(gpt2_embedding_bucket(config_));
+    bucket_done(gpt2_embedding_bucket(config_), on_bucket);
   }
 
   gpt2_config config_;
@@ -397,6 +442,9 @@ class basic_gpt2_cpu {
   std::array<std::size_t, std::size_t(tensor_count)> offsets_{};
   buffer params_;
   buffer grads_;
+  buffer micro_grads_;             // a later micro-step's own gradient (empty until needed)
+  Scalar* grad_target_ = nullptr;  // micro_grads_ while such a micro-step runs, else grads_
+  bool grads_zeroed_ = true;       // no backward since zero_grad() (or construction)
   activations act_;
   activation_grads dact_;
   buffer logits_out_;  // (B, T, Vp) from forward_logits

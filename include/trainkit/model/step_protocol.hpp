@@ -60,7 +60,7 @@ struct bucket_observer {
 
 /// One micro-step of gradient accumulation, as the trainer describes it to the model.
 struct micro_step {
-  float grad_scale = 1.0f;    // gradients += grad_scale·∂loss/∂θ (1/count for a mean)
+  float grad_scale = 1.0f;    // gradients += grad_scale·∂loss/∂θ (1/(count·ranks): a mean)
   int index = 0;              // 0 .. count-1; index 0 starts a new step's loss accumulation
   int count = 1;              // micro-steps in this optimizer step
   bucket_observer on_bucket;  // told of each final bucket during the last micro-step's backward

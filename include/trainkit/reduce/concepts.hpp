@@ -10,6 +10,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <span>
 
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/model/concepts.hpp"
@@ -29,6 +30,25 @@ concept gradient_reducer_for = model::model<M> &&
   { r.attach(m, ctx) } -> std::same_as<void>;
   { r.bucket_ready(bucket) } -> std::same_as<void>;
   { r.finish() } -> std::same_as<void>;
+};
+
+/// What the trainer asks of the ranks besides gradients: who it is, and the few scalars every rank
+/// must agree on (the step's loss, the validation loss, whether to stop). All of them are
+/// collective: every rank calls them in the same order, or the job hangs. A reducer without them
+/// is treated as one process. Requires:
+///  - `rank()`, `world_size()`: this rank in [0, world_size);
+///  - `sum(span<double>)`: element-wise sum over ranks, in place, the same bits on every rank (the
+///    trainer relies on x + 0 + ... + 0 == x: each element has one non-zero addend);
+///  - `average(double)`: the mean over ranks, summed in rank order then divided by world_size,
+///    the same bits on every rank;
+///  - `any(bool)`: true on every rank if it is true on one (the stop consensus).
+template <class R>
+concept rank_aware = requires(R r, const R cr, std::span<double> values, double x, bool flag) {
+  { cr.rank() } -> std::convertible_to<int>;
+  { cr.world_size() } -> std::convertible_to<int>;
+  { r.sum(values) } -> std::same_as<void>;
+  { r.average(x) } -> std::same_as<double>;
+  { r.any(flag) } -> std::same_as<bool>;
 };
 
 }  // namespace trainkit::reduce

@@ -3,13 +3,15 @@
 // Every rank runs the same trainer on its own slice of the global batch. When backward has
 // finished a gradient bucket (model/step_protocol.hpp) the reducer starts a non-blocking
 // MPI_Iallreduce (sum, in place) on each of its ranges, so the reduction of layer L runs while
-// backward computes layer L-1; `finish` waits for all of them and divides by the number of ranks.
-// Each rank's gradient is already the mean over its own micro-batches (the trainer's grad_scale is
-// 1/micro-batches), so with the same number of micro-batches on every rank the result is the
-// mean over all ranks × micro-batches, the gradient of 1 process with ranks × micro-batches of
-// accumulation (dividing by micro-batches again would count the accumulation twice). With 2 ranks
-// every rank gets the same bits ((a + b) / 2 in either order); how close this is to one process,
-// and why not bit for bit yet, is in docs/distributed.md.
+// backward computes layer L-1; `finish` waits for all of them. The reducer only sums: the trainer
+// scales every micro-step by 1/(micro-batches × ranks), so each rank's gradient is already its
+// share of the global mean and the sum over ranks is the mean over all ranks × micro-batches,
+// computed with the same operations as one process accumulating ranks × micro-batches (a division
+// here as well would count the ranks twice). With 2 ranks and one micro-batch each that is bit
+// for bit one process's gradient; docs/distributed.md says why and when it is not.
+//
+// It is also `rank_aware` (reduce/concepts.hpp): the trainer averages the loss, sums the
+// validation losses and agrees on stopping through it, on the same communicator.
 //
 // Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
 // default), so each bucket_ready also tests the outstanding requests to move them along.
@@ -21,6 +23,7 @@
 #include <climits>
 #include <concepts>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -63,7 +66,6 @@ class mpi_allreduce {
         base_(std::exchange(other.base_, nullptr)),
         element_size_(other.element_size_),
         datatype_(other.datatype_),
-        divide_(other.divide_),
         buckets_(std::move(other.buckets_)),
         ready_(std::move(other.ready_)),
         requests_(std::move(other.requests_)) {}
@@ -93,11 +95,6 @@ class mpi_allreduce {
     base_ = reinterpret_cast<std::byte*>(grads.data());
     element_size_ = sizeof(T);
     datatype_ = std::same_as<T, float> ? MPI_FLOAT : MPI_DOUBLE;
-    divide_ = [](std::byte* p, std::size_t n, int by) {
-      T* x = reinterpret_cast<T*>(p);
-      const T d = T(by);
-      for (std::size_t i = 0; i < n; ++i) x[i] /= d;
-    };
     const auto buckets = model.gradient_buckets();
     buckets_.assign(buckets.begin(), buckets.end());
     ready_.assign(buckets_.size(), false);
@@ -137,8 +134,8 @@ class mpi_allreduce {
         "MPI_Testall");
   }
 
-  /// Waits for every bucket's sum, then divides by the number of ranks: the gradients are the
-  /// mean over ranks. Throws config_error if a bucket was never published this step.
+  /// Waits for every bucket's sum over ranks. Throws config_error if a bucket was never
+  /// published this step.
   void finish() {
     const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
@@ -149,10 +146,35 @@ class mpi_allreduce {
     if (first_missing < buckets_.size())
       throw config_error("mpi_allreduce: bucket '" + buckets_[first_missing].name +
                          "' was not published before finish()");
-    if (size_ == 1) return;
-    for (const model::gradient_bucket& b : buckets_)
-      for (const model::gradient_range& r : b.ranges)
-        divide_(base_ + r.offset * element_size_, r.count, size_);
+  }
+
+  /// Element-wise sum over ranks, in place (MPI_Allreduce).
+  void sum(std::span<double> values) {
+    for (std::size_t done = 0; done < values.size();) {
+      const std::size_t n = std::min<std::size_t>(values.size() - done, INT_MAX);
+      detail::check(
+          MPI_Allreduce(MPI_IN_PLACE, values.data() + done, int(n), MPI_DOUBLE, MPI_SUM, comm_),
+          "MPI_Allreduce");
+      done += n;
+    }
+  }
+
+  /// The mean of x over ranks: gathered, summed in rank order, divided by the number of ranks,
+  /// so every rank computes the same bits (an MPI sum of 3 or more may differ between ranks).
+  double average(double x) {
+    std::vector<double> all(std::size_t(size_), 0.0);
+    detail::check(MPI_Allgather(&x, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, comm_),
+                  "MPI_Allgather");
+    double s = 0;
+    for (double v : all) s += v;
+    return s / double(size_);
+  }
+
+  /// True on every rank when it is true on one.
+  bool any(bool flag) {
+    int mine = flag ? 1 : 0, result = 0;
+    detail::check(MPI_Allreduce(&mine, &result, 1, MPI_INT, MPI_LOR, comm_), "MPI_Allreduce");
+    return result != 0;
   }
 
  private:
@@ -162,12 +184,12 @@ class mpi_allreduce {
   std::byte* base_ = nullptr;  // gradients() of the attached model
   std::size_t element_size_ = 0;
   MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
-  void (*divide_)(std::byte*, std::size_t, int) = nullptr;
   std::vector<model::gradient_bucket> buckets_;  // copied: publication order, ranges
   std::vector<bool> ready_;                      // published this step
   std::vector<MPI_Request> requests_;            // in flight this step
 };
 
 static_assert(gradient_reducer_for<mpi_allreduce, model::gpt2_cpu>);
+static_assert(rank_aware<mpi_allreduce>);
 
 }  // namespace trainkit::reduce

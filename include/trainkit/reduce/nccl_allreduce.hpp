@@ -3,12 +3,14 @@
 // One process per GPU; every rank runs the same trainer on its own slice of the global batch.
 // When backward has enqueued the last kernel writing a gradient bucket (model/step_protocol.hpp),
 // `bucket_ready` records an event on the compute stream, makes the reducer's own communication
-// stream wait on it and enqueues an in-place ncclAllReduce with ncclAvg (bf16) on each of the
-// bucket's ranges — so layer L's reduction runs on the network while backward computes layer
-// L-1. `finish` records an event on the communication stream and makes the compute stream wait
-// on it: the clipping step and the optimizer see averaged gradients, and the host never waits.
-// Averaging over ranks is the right operation because each rank's gradient is already the mean
-// over its own micro-batches (see docs/distributed.md).
+// stream wait on it and enqueues an in-place ncclAllReduce (sum, bf16) on each of the bucket's
+// ranges — so layer L's reduction runs on the network while backward computes layer L-1.
+// `finish` records an event on the communication stream and makes the compute stream wait on it:
+// the clipping step and the optimizer see the reduced gradients, and the host never waits. A sum
+// is the whole reduction because the trainer scales each micro-step by 1/(micro-batches × ranks)
+// (docs/distributed.md). The rank-aware hooks (reduce/concepts.hpp: the loss, the validation loss
+// and the stop consensus) are small NCCL collectives on the communication stream with a host wait,
+// a few times per step.
 //
 // The communicator comes from `nccl_communicator`: `single()` for one GPU (the seam a
 // single-process run and the GPU test use), or reduce/nccl_mpi.hpp's `nccl_communicator_from_mpi`,
@@ -23,17 +25,20 @@
 #include <concepts>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "trainkit/core/bf16.hpp"
+#include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/model/step_protocol.hpp"
+#include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/detail/nccl_check.hpp"
 
 namespace trainkit::reduce {
@@ -91,6 +96,46 @@ class nccl_allreduce {
   int rank() const noexcept { return comm_->rank(); }
   int world_size() const noexcept { return comm_->world_size(); }
 
+  /// Element-wise sum over ranks, in place (every rank gets the same bits: NCCL reduces each
+  /// element once and broadcasts it). Collective; waits on the host.
+  void sum(std::span<double> values) {
+    if (values.empty()) return;
+    double* d = scalars(values.size());
+    const cudaStream_t s = comm_stream();
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(d, values.data(), values.size_bytes(), cudaMemcpyHostToDevice, s));
+    detail::nccl_check(ncclAllReduce(d, d, values.size(), ncclFloat64, ncclSum, comm_->get(), s),
+                       "ncclAllReduce (sum)", comm_->get());
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(values.data(), d, values.size_bytes(), cudaMemcpyDeviceToHost, s));
+    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  /// The mean of x over ranks: gathered, summed in rank order, divided by the number of ranks,
+  /// the same bits on every rank. Collective; waits on the host.
+  double average(double x) {
+    const std::size_t n = std::size_t(world_size());
+    double* d = scalars(n + 1);
+    const cudaStream_t s = comm_stream();
+    TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(d + n, &x, sizeof x, cudaMemcpyHostToDevice, s));
+    detail::nccl_check(ncclAllGather(d + n, d, 1, ncclFloat64, comm_->get(), s), "ncclAllGather",
+                       comm_->get());
+    std::vector<double> all(n);
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(all.data(), d, n * sizeof(double), cudaMemcpyDeviceToHost, s));
+    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
+    double sum = 0;
+    for (double v : all) sum += v;
+    return sum / double(n);
+  }
+
+  /// True on every rank when it is true on one. Collective; waits on the host.
+  bool any(bool flag) {
+    double v = flag ? 1.0 : 0.0;
+    sum(std::span<double>(&v, 1));
+    return v != 0.0;
+  }
+
   /// Keeps where the model's bf16 gradients are (device memory), how they are bucketed, and the
   /// compute stream; creates the communication stream and one event per bucket.
   template <class M>
@@ -108,7 +153,7 @@ class nccl_allreduce {
           throw config_error("nccl_allreduce: bucket '" + b.name + "' reaches past the " +
                              std::to_string(grads.size()) + " gradients");
     ready_.assign(buckets_.size(), false);
-    comm_stream_.emplace();
+    (void)comm_stream();
     bucket_done_.clear();
     for (std::size_t i = 0; i < buckets_.size(); ++i) bucket_done_.emplace_back(false);
     reduced_.emplace(false);
@@ -124,7 +169,7 @@ class nccl_allreduce {
       throw config_error("nccl_allreduce: bucket '" + buckets_[i].name +
                          "' published twice in one step");
     ready_[i] = true;
-    const cudaStream_t comm_stream = comm_stream_->get();
+    const cudaStream_t comm_stream = this->comm_stream();
     bucket_done_[i].record(compute_);
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, bucket_done_[i].get(), 0));
     // One group per bucket: NCCL launches its ranges as one operation.
@@ -134,7 +179,7 @@ class nccl_allreduce {
       for (std::size_t done = 0; done < r.count;) {  // counts are size_t, but stay in int pieces
         const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
         detail::nccl_check(
-            ncclAllReduce(p + done, p + done, n, ncclBfloat16, ncclAvg, comm_->get(), comm_stream),
+            ncclAllReduce(p + done, p + done, n, ncclBfloat16, ncclSum, comm_->get(), comm_stream),
             "ncclAllReduce", comm_->get());
         done += n;
       }
@@ -156,7 +201,7 @@ class nccl_allreduce {
     if (missing < buckets_.size())
       throw config_error("nccl_allreduce: bucket '" + buckets_[missing].name +
                          "' was not published before finish()");
-    reduced_->record(comm_stream_->get());
+    reduced_->record(comm_stream());
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(compute_, reduced_->get(), 0));
     // A peer that failed shows here (the host does not otherwise wait on NCCL).
     ncclResult_t async = ncclSuccess;
@@ -166,6 +211,17 @@ class nccl_allreduce {
   }
 
  private:
+  cudaStream_t comm_stream() {
+    if (!comm_stream_) comm_stream_.emplace();
+    return comm_stream_->get();
+  }
+
+  /// Device scratch for the scalar hooks, at least n doubles.
+  double* scalars(std::size_t n) {
+    if (scalars_.size() < n) scalars_ = cuda::device_buffer<double>(std::max<std::size_t>(n, 16));
+    return scalars_.data();
+  }
+
   const nccl_communicator* comm_;
   trainkit::bf16* base_ = nullptr;  // gradients() of the attached model, device memory
   cudaStream_t compute_ = nullptr;
@@ -174,6 +230,9 @@ class nccl_allreduce {
   std::optional<cuda::stream> comm_stream_;
   std::vector<cuda::event> bucket_done_;  // per bucket: its last writer on the compute stream
   std::optional<cuda::event> reduced_;    // all of the step's reductions on the comm stream
+  cuda::device_buffer<double> scalars_;   // the rank-aware hooks' values
 };
+
+static_assert(rank_aware<nccl_allreduce>);
 
 }  // namespace trainkit::reduce

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "trainkit/reduce/concepts.hpp"
 
@@ -15,6 +16,14 @@ struct single {
   void attach(M&, Context&) noexcept {}
   void bucket_ready(std::size_t) noexcept {}
   void finish() noexcept {}
+
+  int rank() const noexcept { return 0; }
+  int world_size() const noexcept { return 1; }
+  void sum(std::span<double>) noexcept {}
+  double average(double x) noexcept { return x; }
+  bool any(bool flag) noexcept { return flag; }
 };
+
+static_assert(rank_aware<single>);
 
 }  // namespace trainkit::reduce

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -168,6 +169,12 @@ class trainer {
       val_start_ = val_->position();
     }
     validate();
+    if (rank() != 0) {  // data parallel: rank 0 alone writes metrics, TensorBoard and the console
+      cfg_.quiet = true;
+      cfg_.metrics_path.clear();
+      cfg_.tensorboard_dir.clear();
+      console_ = console_sink(out, cfg_.console(), cfg_.steps);
+    }
     reducer_.attach(model_, ctx_);
     if constexpr (prefetch::orders_on_context<prefetcher_type, context_type>)
       train_.bind_context(ctx_);
@@ -195,16 +202,25 @@ class trainer {
   /// Optimizer steps completed so far (after a resume: the checkpoint's step).
   std::uint64_t step() const noexcept { return step_; }
   int grad_accum_steps() const noexcept { return accum_; }
+  /// Tokens per optimizer step over all ranks.
   std::size_t tokens_per_step() const noexcept {
-    return std::size_t(accum_) * std::size_t(train_.batch_size()) * train_.seq_len();
+    return std::size_t(accum_) * std::size_t(world_size()) * std::size_t(train_.batch_size()) *
+           train_.seq_len();
   }
 
   /// Mean validation loss over `eval_batches` batches from the start of the validation source.
+  /// With several ranks each evaluates the global batches j ≡ rank (mod ranks) (its validation
+  /// source is sliced like the training one) and the mean is summed in global batch order; it is
+  /// then collective: every rank calls it.
   double evaluate() {
     if (!val_) throw config_error("evaluate(): no validation source was given");
     val_->seek(val_start_);
+    std::vector<double> losses(std::size_t(cfg_.eval_batches), 0.0);  // global batch order
+    for (int j = rank(); j < cfg_.eval_batches; j += world_size())
+      losses[std::size_t(j)] = model_.forward(val_->next());
+    sum_over_ranks(losses);  // each element has one rank's loss, zero from the others
     double sum = 0;
-    for (int i = 0; i < cfg_.eval_batches; ++i) sum += model_.forward(val_->next());
+    for (double l : losses) sum += l;
     return sum / cfg_.eval_batches;
   }
 
@@ -244,7 +260,7 @@ class trainer {
     double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
 
     while (step_ < std::uint64_t(cfg_.steps)) {
-      if (stop_requested()) {
+      if (any_rank(stop_requested())) {
         result.stopped = true;
         break;
       }
@@ -262,7 +278,8 @@ class trainer {
         auto timed = clock.time(phase::eval);
         result.final_val_loss = m.val_loss = evaluate();
       }
-      if (due(cfg_.ckpt_every) || ((last || stop_requested()) && cfg_.ckpt_at_end)) {
+      const bool stop_now = any_rank(stop_requested());  // collective: every rank asks
+      if (due(cfg_.ckpt_every) || ((last || stop_now) && cfg_.ckpt_at_end)) {
         auto timed = clock.time(phase::ckpt_stall);
         save_checkpoint();
         last_saved = step_;
@@ -275,8 +292,10 @@ class trainer {
       m = with_rates(m, step_clock.lap_ms(), rates);  // the step is complete: dt_ms, other_ms
       result.steps.push_back(m);
       files.hold(m);
-      if (!std::isfinite(m.loss)) diverged(m, files);
-      if (on_step_ && !call_on_step(m, callback_ms) && !last) {
+      if (!std::isfinite(m.loss)) diverged(m, files);  // the loss is the ranks' mean: all see it
+      const bool go_on = !on_step_ || call_on_step(m, callback_ms);
+      // A callback's stop on one rank stops every rank (also where no callback is set).
+      if (any_rank(!go_on) && !last) {
         result.stopped = true;
         break;
       }
@@ -293,7 +312,9 @@ class trainer {
       auto timed = clock.time(phase::compute);
       model_.zero_grad(ctx_);
     }
-    trainkit::model::micro_step micro{1.0f / float(accum_), 0, accum_, {&reducer_, &bucket_ready}};
+    // 1/(micro-batches × ranks): the reducer sums the ranks' shares of the mean.
+    trainkit::model::micro_step micro{
+        1.0f / float(accum_ * world_size()), 0, accum_, {&reducer_, &bucket_ready}};
     for (int k = 0; k < accum_; ++k) {
       micro.index = k;
       const auto batch = next_batch(m, clock);
@@ -303,6 +324,7 @@ class trainer {
       }
       m.tokens += batch.tokens();
     }
+    m.tokens *= std::size_t(world_size());  // the step's tokens over all ranks
     if constexpr (std::same_as<Reducer, reduce::single>) {
       reducer_.finish();  // one rank: nothing to wait for, and comm_ms stays exactly 0
     } else {
@@ -323,7 +345,7 @@ class trainer {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
       auto timed = clock.time(phase::compute);
       ctx_.synchronize();
-      m.loss = model_.step_loss();
+      m.loss = average_over_ranks(model_.step_loss());
       m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
     }
   }
@@ -416,12 +438,15 @@ class trainer {
     if (cfg_.steps < 0)
       throw config_error("trainer_config.steps must be >= 0: " + std::to_string(cfg_.steps));
     if (bt == 0) throw config_error("the training source's batch_size x seq_len must be positive");
-    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt : cfg_.total_batch_tokens;
-    if (total % bt != 0)
+    // With several ranks each optimizer step takes the same number of micro-batches on every rank.
+    const std::size_t ranks = std::size_t(world_size());
+    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt * ranks : cfg_.total_batch_tokens;
+    if (total % (bt * ranks) != 0)
       throw config_error("trainer_config.total_batch_tokens " + std::to_string(total) +
                          " is not a multiple of the training source's batch_size x seq_len = " +
-                         std::to_string(bt));
-    accum_ = int(total / bt);
+                         std::to_string(bt) +
+                         (ranks > 1 ? " times " + std::to_string(ranks) + " ranks" : ""));
+    accum_ = int(total / (bt * ranks));
     if (val_ && cfg_.eval_batches <= 0)
       throw config_error("trainer_config.eval_batches must be positive: " +
                          std::to_string(cfg_.eval_batches));
@@ -469,6 +494,7 @@ class trainer {
   }
 
   void save_checkpoint() {
+    if (rank() != 0) return;  // data parallel: every rank holds the same state; rank 0 writes it
     checkpointer_.save(gather_state());
     report_checkpoint_error();
   }
@@ -486,6 +512,27 @@ class trainer {
     if constexpr (checkpoint::reports_warnings<Checkpointer>) {
       for (const auto& w : checkpointer_.warnings()) console_.say("warning: " + w + "\n");
     }
+  }
+
+  // Data parallelism (reduce/concepts.hpp, rank_aware): a reducer without the hooks is one process.
+  int rank() const noexcept {
+    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.rank());
+    return 0;
+  }
+  int world_size() const noexcept {
+    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.world_size());
+    return 1;
+  }
+  bool any_rank(bool flag) {
+    if constexpr (reduce::rank_aware<Reducer>) return reducer_.any(flag);
+    return flag;
+  }
+  double average_over_ranks(double x) {
+    if constexpr (reduce::rank_aware<Reducer>) return reducer_.average(x);
+    return x;
+  }
+  void sum_over_ranks(std::span<double> values) {
+    if constexpr (reduce::rank_aware<Reducer>) reducer_.sum(values);
   }
 
   trainer_config cfg_;
