@@ -360,6 +360,11 @@ class trainer {
       reducer_.finish();
       const auto scale = clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
                                model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+      if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
+        m.optimizer_ms += phase.lap_ms();
+        checkpointer_.before_update();  // the last save's copy reads the state before it changes
+        m.ckpt_stall_ms += phase.lap_ms();
+      }
       optimizer_.update(model_, float(m.lr), scale, ctx_);
     }
     m.optimizer_ms += phase.lap_ms();
