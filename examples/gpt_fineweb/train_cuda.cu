@@ -171,12 +171,15 @@ int run_train_cuda(const train_options& o) {
             tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep})),
         nothing);
   using async_checkpointer = tk::checkpoint::basic_asio_checkpointer<tk::checkpoint::cuda_stager>;
+  static_assert(tk::checkpoint::defers_snapshot<async_checkpointer>,
+                "the trainer must call before_update so the update waits for the snapshot");
   return train_cuda_with(
       o,
       async_checkpointer(
           {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}),
       [](auto& t) {
-        // The next update overwrites master weights and moments: it waits for the snapshot.
+        // The snapshot's copies wait for this stream's work before them, and the next update
+        // (after before_update) waits for the copies, on the device.
         t.checkpointer().stager().guard_stream(t.context().stream());
       });
 }

@@ -1,6 +1,8 @@
 // Tests for trainkit::checkpoint::asio_checkpointer: its files are byte-identical to the
-// synchronous checkpointer's, the snapshot is taken at save() (later changes to the state do not
-// leak into the checkpoint), one save at a time with the wait counted as stall, keep-last-K pruning
+// synchronous checkpointer's, the snapshot holds the state as save() saw it (the copy runs after
+// save returns, and before_update() blocks until it has read the state, so changes made after
+// before_update do not leak into the checkpoint; wait() completes a pending copy), one save at a
+// time with the wait counted as stall, keep-last-K pruning
 // only after the new checkpoint is complete, write failures (injected, and a real full tmpfs)
 // reported with path and errno text while the previous checkpoint stays loadable, fail_on_error,
 // CRC fallback on resume, device tensors rejected without a device stager, and the Stager hook
@@ -15,7 +17,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -147,9 +151,9 @@ TEST_F(AsioCheckpointer, FilesAreByteIdenticalToTheSynchronousCheckpointers) {
   EXPECT_TRUE(b == a);
 }
 
-TEST_F(AsioCheckpointer, SnapshotIsTakenWhenSaveReturns) {
+TEST_F(AsioCheckpointer, ChangesAfterBeforeUpdateDoNotReachTheSnapshot) {
   // The writer is held back until the state has been overwritten: the checkpoint must still hold
-  // the values of the moment save() returned, i.e. save() copied them.
+  // the values save() was given, i.e. before_update() returned only after they were copied.
   std::atomic<bool> release{false};
   ck::asio_checkpointer c({.dir = dir_, .before_write = [&](const fs::path&) {
                              while (!release.load()) std::this_thread::sleep_for(1ms);
@@ -158,7 +162,8 @@ TEST_F(AsioCheckpointer, SnapshotIsTakenWhenSaveReturns) {
   const sample_state saved = live;
   c.save(live.view(5));
   EXPECT_TRUE(c.in_flight());
-  live.refill(2);  // the training loop moves on
+  c.before_update();
+  live.refill(2);  // the optimizer update
   release = true;
   c.wait();
   EXPECT_FALSE(c.in_flight());
@@ -168,6 +173,104 @@ TEST_F(AsioCheckpointer, SnapshotIsTakenWhenSaveReturns) {
   EXPECT_EQ(step, 5u);
   EXPECT_TRUE(loaded == saved);
   EXPECT_FALSE(loaded == live);
+}
+
+namespace {
+
+// A gate a test opens by hand; shared so the stager that waits on it stays movable.
+struct gate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> passed{false};  // a copy went through
+  void wait() {
+    while (!open.load()) std::this_thread::sleep_for(1ms);
+    passed = true;
+  }
+};
+
+// host_stager whose copy (on the writer thread) waits for a gate: a copy slower than any step.
+class gated_stager {
+ public:
+  static constexpr bool reads_device_memory = false;
+  static constexpr bool queues_copies = false;
+
+  std::byte* reserve(std::size_t bytes) { return host_.reserve(bytes); }
+  void stage(std::span<const ck::stage_copy> copies) {
+    copy_gate->wait();
+    host_.stage(copies);
+  }
+  void order_after_stage() noexcept {}
+  void wait_staged() noexcept {}
+  void unstage(std::span<const ck::stage_copy> copies) { host_.unstage(copies); }
+
+  std::shared_ptr<gate> copy_gate = std::make_shared<gate>();
+
+ private:
+  ck::host_stager host_;
+};
+static_assert(ck::stager<gated_stager>);
+
+}  // namespace
+
+TEST_F(AsioCheckpointer, SaveReturnsBeforeTheCopyAndBeforeUpdateWaitsForIt) {
+  ck::basic_asio_checkpointer<gated_stager> c({dir_});
+  const std::shared_ptr<gate> copy = c.stager().copy_gate;
+  sample_state live(1);
+  const sample_state saved = live;
+  c.save(live.view(5));  // returns with the copy not started (it would wait forever otherwise)
+  EXPECT_FALSE(copy->passed.load());
+  // The loop reaches its next optimizer update: it must not change the state before the copy.
+  std::chrono::steady_clock::time_point called;
+  auto update = std::async(std::launch::async, [&] {
+    called = std::chrono::steady_clock::now();
+    c.before_update();
+    live.refill(2);
+  });
+  EXPECT_EQ(update.wait_for(200ms), std::future_status::timeout)
+      << "before_update returned before the snapshot was copied";
+  const auto opened = std::chrono::steady_clock::now();
+  copy->open = true;
+  update.get();
+  EXPECT_TRUE(copy->passed.load());
+  // The wait is reported (the trainer's ckpt_stall_ms): at least from the call to the opening.
+  using ms = std::chrono::duration<double, std::milli>;
+  EXPECT_GE(c.last_update_wait_ms(), ms(opened - called).count() - 5.0);
+  c.wait();
+  EXPECT_EQ(c.take_error(), std::nullopt);
+  sample_state loaded(3);
+  std::uint64_t step = 0;
+  ASSERT_TRUE(load_into(dir_, loaded, step));
+  EXPECT_EQ(step, 5u);
+  EXPECT_TRUE(loaded == saved);
+  // Nothing is pending any more: the next update does not wait.
+  c.before_update();
+  EXPECT_EQ(c.last_update_wait_ms(), 0.0);
+}
+
+TEST_F(AsioCheckpointer, WaitCompletesACopyThatNoUpdateAskedFor) {
+  // The run ends (or is stopped) right after a save: no before_update comes, and wait() must
+  // still see the copy and the write through.
+  ck::basic_asio_checkpointer<gated_stager> c({dir_});
+  const std::shared_ptr<gate> copy = c.stager().copy_gate;
+  sample_state live(4);
+  const sample_state saved = live;
+  c.save(live.view(9));
+  std::thread opener([copy] {
+    std::this_thread::sleep_for(50ms);
+    copy->open = true;
+  });
+  c.wait();
+  opener.join();
+  EXPECT_TRUE(copy->passed.load());
+  EXPECT_FALSE(c.in_flight());
+  EXPECT_EQ(c.completed_saves(), 1u);
+  c.before_update();  // the snapshot ended with wait()
+  EXPECT_EQ(c.last_update_wait_ms(), 0.0);
+  live.refill(5);
+  sample_state loaded(3);
+  std::uint64_t step = 0;
+  ASSERT_TRUE(load_into(dir_, loaded, step));
+  EXPECT_EQ(step, 9u);
+  EXPECT_TRUE(loaded == saved);
 }
 
 TEST_F(AsioCheckpointer, StagingMemoryIsAllocatedOnceAndReused) {
@@ -233,6 +336,7 @@ TEST_F(AsioCheckpointer, InjectedWriteFailureIsReportedAndTheRunGoesOn) {
   const sample_state at_two = s;
   c.save(s.view(1));
   c.save(s.view(2));
+  c.before_update();  // the state may change from here on
   s.refill(3);
   c.save(s.view(3));  // fails in the background
   c.wait();
@@ -305,6 +409,7 @@ TEST_F(AsioCheckpointer, ResumeSkipsACorruptNewestCheckpointNamingTheTensor) {
   sample_state s(1);
   const sample_state first = s;
   c.save(s.view(1));
+  c.before_update();  // the state may change from here on
   s.refill(2);
   c.save(s.view(2));
   c.wait();
@@ -355,11 +460,14 @@ TEST_F(AsioCheckpointer, BadStatesAreConfigErrorsBeforeAnythingIsWritten) {
 namespace {
 
 // Stands in for the CUDA stager: "device" tensors are host memory here, but every byte moves
-// through stage/wait_staged/unstage, whose calls are counted, so the hook's contract is tested
-// without a GPU. wait_staged runs on the writer thread, so its counter is atomic.
+// through stage/order_after_stage/wait_staged/unstage, whose calls are counted, so the hook's
+// contract is tested without a GPU. Like the CUDA stager it "queues" its copies (copying at once),
+// so stage runs inside save and before_update calls order_after_stage. wait_staged runs on the
+// writer thread, so its counter is atomic.
 class recording_stager {
  public:
   static constexpr bool reads_device_memory = true;
+  static constexpr bool queues_copies = true;
 
   std::byte* reserve(std::size_t bytes) { return host_.reserve(bytes); }
   void stage(std::span<const ck::stage_copy> copies) {
@@ -369,6 +477,7 @@ class recording_stager {
       if (c.tensor->bytes() > 0) std::memcpy(c.staging, c.tensor->data, c.tensor->bytes());
     }
   }
+  void order_after_stage() { ++orders; }
   void wait_staged() { ++waits; }
   void unstage(std::span<const ck::stage_copy> copies) {
     ++unstages;
@@ -376,18 +485,20 @@ class recording_stager {
       if (c.tensor->bytes() > 0) std::memcpy(c.tensor->data, c.staging, c.tensor->bytes());
   }
 
-  int stages = 0, unstages = 0, device_copies = 0;
+  int stages = 0, orders = 0, unstages = 0, device_copies = 0;
   std::atomic<int> waits{0};
 
   recording_stager() = default;
   recording_stager(recording_stager&& o) noexcept
       : stages(o.stages),
+        orders(o.orders),
         unstages(o.unstages),
         device_copies(o.device_copies),
         waits(o.waits.load()),
         host_(std::move(o.host_)) {}
   recording_stager& operator=(recording_stager&& o) noexcept {
     stages = o.stages;
+    orders = o.orders;
     unstages = o.unstages;
     device_copies = o.device_copies;
     waits = o.waits.load();
@@ -408,6 +519,10 @@ TEST_F(AsioCheckpointer, DeviceTensorsGoThroughTheStagerHook) {
   auto state = s.view(4);
   state.tensors[0].on_device = true;
   c.save(state);
+  EXPECT_EQ(c.stager().stages, 1);  // a stager that queues copies is called inside save
+  c.before_update();
+  c.before_update();  // once per save
+  EXPECT_EQ(c.stager().orders, 1);
   c.wait();
   EXPECT_EQ(c.stager().stages, 1);
   EXPECT_EQ(c.stager().device_copies, 1);

@@ -2,17 +2,22 @@
 // every few steps changes no loss; a run stopped and resumed from its async checkpoint continues
 // bit-identically, and its final checkpoint is byte-identical to the synchronous checkpointer's; a
 // failing write is printed as a warning by the trainer while training goes on to the end, and with
-// fail_on_error it ends the run with io_error.
+// fail_on_error it ends the run with io_error. With a copy slower than a step, each checkpoint
+// still holds the state of its own step (the next update waits for the copy, and that wait is
+// counted as ckpt_stall_ms), also the one saved when the run stops or ends.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
@@ -80,7 +85,84 @@ std::string read_all(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// host_stager whose copy (on the writer thread) starts 200 ms late: slower than a step of the
+// tiny model, so the next optimizer update reaches before_update while the copy has not run.
+class late_stager {
+ public:
+  static constexpr bool reads_device_memory = false;
+  static constexpr bool queues_copies = false;
+  static constexpr auto delay = std::chrono::milliseconds(200);
+
+  std::byte* reserve(std::size_t bytes) { return host_.reserve(bytes); }
+  void stage(std::span<const ck::stage_copy> copies) {
+    std::this_thread::sleep_for(delay);
+    host_.stage(copies);
+  }
+  void order_after_stage() noexcept {}
+  void wait_staged() noexcept {}
+  void unstage(std::span<const ck::stage_copy> copies) { host_.unstage(copies); }
+
+ private:
+  ck::host_stager host_;
+};
+static_assert(ck::stager<late_stager>);
+
+// The asynchronous checkpointer over late_stager, whose before_update also holds the loop for
+// 100 ms on its own thread: a known wait, to check how the trainer books it.
+class slow_update_checkpointer {
+ public:
+  static constexpr bool reads_device_memory = false;
+  static constexpr auto hold = std::chrono::milliseconds(100);
+
+  explicit slow_update_checkpointer(ck::asio_checkpointer_config c) : inner_(std::move(c)) {}
+  void save(const ck::checkpoint_state& s) { inner_.save(s); }
+  bool load_latest(ck::checkpoint_state& s) { return inner_.load_latest(s); }
+  void wait() { inner_.wait(); }
+  void before_update() {
+    std::this_thread::sleep_for(hold);
+    inner_.before_update();
+  }
+
+ private:
+  ck::basic_asio_checkpointer<late_stager> inner_;
+};
+static_assert(ck::checkpointer<slow_update_checkpointer> &&
+              ck::defers_snapshot<slow_update_checkpointer>);
+
 }  // namespace
+
+TEST_F(AsioTraining, ACheckpointHoldsTheStateOfItsStepNotOfTheNextUpdate) {
+  std::ostringstream quiet;
+  using late_checkpointer = ck::basic_asio_checkpointer<late_stager>;
+  // The reference: the synchronous checkpointer writes every step's state before returning.
+  make(ck::sync_checkpointer({root_ / "sync"}), 5, 1, false, quiet)->run();
+  // Saves at 2 and 4, the last at 5 with the run's end right after it.
+  make(late_checkpointer({root_ / "late"}), 5, 2, false, quiet)->run();
+  // Stopped after step 3: its save is the last thing before the run returns.
+  auto stopping = make(late_checkpointer({root_ / "stopped"}), 5, 2, false, quiet);
+  stopping->on_step([](const tk::step_metrics& m) { return m.step < 3; });
+  ASSERT_TRUE(stopping->run().stopped);
+  stopping.reset();
+
+  const auto same_as_sync = [&](const fs::path& dir, std::uint64_t step) {
+    const std::string name = ck::step_dir_name(step);
+    const std::string expected = read_all(root_ / "sync" / name / "tensors.bin");
+    ASSERT_FALSE(expected.empty()) << name;
+    EXPECT_EQ(read_all(dir / name / "tensors.bin"), expected) << dir << " " << name;
+  };
+  for (std::uint64_t step : {2, 4, 5}) same_as_sync(root_ / "late", step);
+  for (std::uint64_t step : {2, 3}) same_as_sync(root_ / "stopped", step);
+
+  // Every update waits in before_update first, and the trainer books that wait as
+  // ckpt_stall_ms, not as optimizer time (the steps still tile: the phases sum to dt_ms).
+  const auto held = make(slow_update_checkpointer({root_ / "held"}), 5, 2, false, quiet)->run();
+  ASSERT_EQ(held.steps.size(), 5u);
+  for (const tk::step_metrics& m : held.steps) {
+    EXPECT_GE(m.ckpt_stall_ms, 100.0) << "step " << m.step;
+    EXPECT_NEAR(m.phases_ms() + m.other_ms, m.dt_ms, 0.02 * m.dt_ms) << "step " << m.step;
+  }
+  for (std::uint64_t step : {2, 4, 5}) same_as_sync(root_ / "held", step);
+}
 
 TEST_F(AsioTraining, SavingEveryFewStepsChangesNoLoss) {
   std::ostringstream quiet;

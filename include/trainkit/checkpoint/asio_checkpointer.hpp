@@ -1,15 +1,22 @@
 // trainkit/checkpoint/asio_checkpointer.hpp — the Checkpointer that snapshots the state and writes
-// it in the background on a Boost.Asio thread pool, so the training loop never waits on the disk.
+// it in the background on a Boost.Asio thread pool, so the training loop never waits on the disk
+// and, as long as a step's forward and backward take longer than a copy of the state, not on the
+// snapshot either.
 //
-// `save` copies the state into staging memory (through the Stager policy: memcpy for host
-// tensors; the CUDA stager queues device-to-pinned copies) and posts the write to a one-thread
-// `boost::asio::thread_pool`. The write is the same crash-safe protocol the synchronous
-// checkpointer uses (write_checkpoint: tensors.bin in large sequential writes with per-tensor
-// CRC-32C, manifest last, fsync of files, rename of the directory, fsync of the parent, and only
-// then pruning beyond keep-last-K), run over the snapshot. The loop's stall is the snapshot, plus
-// the wait when a save is requested while the previous one is still writing: at most one save is
-// in flight, because a second staging area would double the host memory for a state that may be
-// tens of gigabytes, and a disk too slow for the checkpoint interval would only queue up more.
+// `save` only registers the snapshot: it checks the state, lays it out in staging memory and
+// posts the job to a one-thread `boost::asio::thread_pool`. The state does not change until the
+// next optimizer update, so the copy (through the Stager policy: memcpy on the worker thread for
+// host tensors; the CUDA stager queues device-to-pinned copies on a side stream) runs while the
+// next step's forward and backward read the same tensors. `before_update`, which the trainer
+// calls right before that update, is the only point that waits for the copy (copy before mutate).
+// Then the worker writes the snapshot with the crash-safe protocol the synchronous checkpointer
+// uses (write_checkpoint: tensors.bin in large sequential writes with per-tensor CRC-32C,
+// manifest last, fsync of files, rename of the directory, fsync of the parent, and only then
+// pruning beyond keep-last-K). The loop's stall is `save` itself (small), the wait in
+// `before_update` (the part of the copy that compute did not hide), and the wait when a save is
+// requested while the previous one is still writing: at most one save is in flight, because a
+// second staging area would double the host memory for a state that may be tens of gigabytes,
+// and a disk too slow for the checkpoint interval would only queue up more.
 //
 // A failed write (disk full, permission, I/O error) does not throw on the writer thread: the
 // half-written temporary directory is removed, the previous complete checkpoint is untouched, and
@@ -95,12 +102,21 @@ class basic_asio_checkpointer {
   basic_asio_checkpointer(basic_asio_checkpointer&&) noexcept = default;
   basic_asio_checkpointer& operator=(basic_asio_checkpointer&&) noexcept = default;
 
-  /// Snapshots `state` and returns; the files are written in the background. Waits first if the
-  /// previous save is still writing (counted in `last_stall_ms`). Throws config_error for a state
-  /// that cannot be saved (device tensors without a device stager, duplicate or empty names, null
-  /// data) before copying anything, and — with `fail_on_error` — io_error when the previous save
-  /// failed (in which case this state is not saved).
+  /// Registers a snapshot of `state` and returns; the copy and the files follow in the
+  /// background. The memory `state.tensors` point to must stay valid and unmodified until
+  /// `before_update()` (or `wait()`) returns — the trainer's next optimizer update; `state`
+  /// itself (names, meta) may go at once. Waits first if the previous save is still writing
+  /// (counted in `last_stall_ms`). Throws config_error for a state that cannot be saved (device
+  /// tensors without a device stager, duplicate or empty names, null data) before copying
+  /// anything, and — with `fail_on_error` — io_error when the previous save failed (in which case
+  /// this state is not saved).
   void save(const checkpoint_state& state) { impl_->save(state); }
+
+  /// Returns once the tensors of the last `save` may be modified: waits for the copy on the
+  /// worker thread (host stager) or orders the device streams that write the state after the
+  /// copies (CUDA stager). Returns at once when no snapshot is pending. The trainer calls it right
+  /// before each optimizer update (the `defers_snapshot` hook) and counts its time as stall.
+  void before_update() { impl_->before_update(); }
 
   /// Waits for a save in flight, then fills `state` from the newest intact checkpoint (skipped
   /// corrupt ones add to `warnings()`; see load_latest_checkpoint).
@@ -110,12 +126,14 @@ class basic_asio_checkpointer {
   /// `take_error` — or, with `fail_on_error`, thrown as io_error.
   void wait() { impl_->wait(); }
 
-  /// How long the last `save` blocked its caller: waiting for the previous save, plus the
-  /// snapshot.
+  /// How long the last `save` blocked its caller: waiting for the previous save, plus
+  /// registering the snapshot (and, with a stager that queues copies, queuing them).
   double last_stall_ms() const noexcept { return impl_->last_wait_ms + impl_->last_snapshot_ms; }
   /// The parts of `last_stall_ms`.
   double last_wait_ms() const noexcept { return impl_->last_wait_ms; }
   double last_snapshot_ms() const noexcept { return impl_->last_snapshot_ms; }
+  /// How long the last `before_update` blocked its caller (the copy compute did not hide).
+  double last_update_wait_ms() const noexcept { return impl_->last_update_wait_ms; }
 
   /// The error of a finished background save not yet reported (path and errno text), without
   /// blocking; nullopt when there is none or the save is still writing. With `fail_on_error` it
@@ -156,32 +174,58 @@ class basic_asio_checkpointer {
       stopwatch clock;
       last_wait_ms = last_snapshot_ms = 0;
       const bool waited = running.valid();
-      collect(/*block=*/true);
+      collect(/*block=*/true);  // the previous save, its copy included, is over
       if (waited) last_wait_ms = clock.lap_ms();
       rethrow_if_fatal();
 
       check_stageable(state);
-      const std::vector<std::uint64_t> offsets = layout(state.tensors);
-      std::byte* base = stager_policy.reserve(std::size_t(total_bytes(state.tensors, offsets)));
-      std::vector<stage_copy> copies;
+      // The tensors' descriptors are kept (the caller's `state` may be a temporary); their data
+      // stays the caller's memory until the copy has read it.
+      sources = state.tensors;
+      staging_offsets = layout(sources);
       staged = checkpoint_state{state.step, {}, state.meta};
-      for (std::size_t i = 0; i < state.tensors.size(); ++i) {
-        const state_tensor& t = state.tensors[i];
-        std::byte* at = t.bytes() > 0 ? base + offsets[i] : nullptr;
-        copies.push_back({&t, at});
-        staged.tensors.push_back({t.name, t.type, t.shape, at, false});
-      }
-      stager_policy.stage(copies);
+      for (const state_tensor& t : sources) staged.tensors.push_back({t.name, t.type, t.shape});
+      const std::size_t bytes = std::size_t(total_bytes(sources, staging_offsets));
+      if constexpr (Stager::queues_copies) stage_into(stager_policy.reserve(bytes));
 
       // packaged_task is move-only and asio wants a copyable handler on some paths: share it.
       // The task returns its failure as text rather than throwing: an exception object crossing
       // threads is freed by whichever side drops the last exception_ptr, inside libstdc++ where
-      // ThreadSanitizer cannot see the ordering, and a message is all the caller needs.
-      auto task =
-          std::make_shared<std::packaged_task<std::string()>>([this] { return write_staged(); });
+      // ThreadSanitizer cannot see the ordering, and a message is all the caller needs. For the
+      // same reason the copy's end is a promise<void> that is always fulfilled, never failed.
+      auto copy_done = std::make_shared<std::promise<void>>();
+      copied = copy_done->get_future();
+      auto task = std::make_shared<std::packaged_task<std::string()>>(
+          [this, copy_done, bytes] { return write_staged(*copy_done, bytes); });
       running = task->get_future();
+      snapshot_pending = true;
       boost::asio::post(pool, [task] { (*task)(); });
       last_snapshot_ms = clock.lap_ms();
+    }
+
+    void before_update() {
+      last_update_wait_ms = 0;
+      if (!snapshot_pending) return;
+      stopwatch clock;
+      if constexpr (Stager::queues_copies)
+        stager_policy.order_after_stage();
+      else
+        copied.wait();
+      snapshot_pending = false;
+      last_update_wait_ms = clock.elapsed_ms();
+    }
+
+    // Points the snapshot's tensors into the staging area at `base` and copies (or queues the
+    // copies of) the sources there.
+    void stage_into(std::byte* base) {
+      std::vector<stage_copy> copies;
+      copies.reserve(sources.size());
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        std::byte* at = sources[i].bytes() > 0 ? base + staging_offsets[i] : nullptr;
+        staged.tensors[i].data = at;
+        copies.push_back({&sources[i], at});
+      }
+      stager_policy.stage(copies);
     }
 
     bool load_latest(checkpoint_state& state) {
@@ -271,22 +315,36 @@ class basic_asio_checkpointer {
       return tensors.empty() ? 0 : offsets.back() + tensors.back().bytes();
     }
 
-    // Runs on the pool's thread. Nothing else touches `staged` or the staging memory until the
-    // future is collected, so no lock is needed; the future carries back the failure's text,
-    // empty when the checkpoint was written.
-    std::string write_staged() {
+    // Runs on the pool's thread. Nothing else touches `staged`, `sources` or the staging memory
+    // until the future is collected, so no lock is needed; the future carries back the failure's
+    // text, empty when the checkpoint was written. `copy_done` is fulfilled on every path, as
+    // soon as the sources have been read (or cannot be), so `before_update` never waits longer
+    // than the copy.
+    std::string write_staged(std::promise<void>& copy_done, std::size_t bytes) {
       const std::string name = step_dir_name(staged.step);
       std::string what;
-      try {
-        stager_policy.wait_staged();
-        if (config.before_write) config.before_write(config.dir / name);
-        write_checkpoint(config.dir, staged, config.keep_last);
-        return {};
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-        what = "unknown error";
-      }
+      // Runs `step`; false (with `what` set) when it threw.
+      const auto attempt = [&what](auto&& step) {
+        try {
+          step();
+          return true;
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+          what = "unknown error";
+        }
+        return false;
+      };
+      bool ok = true;
+      if constexpr (!Stager::queues_copies)
+        ok = attempt([&] { stage_into(stager_policy.reserve(bytes)); });
+      copy_done.set_value();
+      ok = ok && attempt([&] {
+             stager_policy.wait_staged();
+             if (config.before_write) config.before_write(config.dir / name);
+             write_checkpoint(config.dir, staged, config.keep_last);
+           });
+      if (ok) return {};
       // write_checkpoint removes its own half-written directory; this also covers a failure
       // raised by the before_write hook after it created one.
       std::error_code ec;
@@ -319,6 +377,7 @@ class basic_asio_checkpointer {
       if (!running.valid()) return;
       if (!block && running.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
       std::string error;
+      snapshot_pending = false;  // the job is over, so its copy is too
       try {
         error = running.get();
       } catch (const std::exception& e) {  // only if composing the message itself failed
@@ -339,12 +398,17 @@ class basic_asio_checkpointer {
     asio_checkpointer_config config;
     Stager stager_policy;
     checkpoint_state staged;  // the snapshot being written: tensors point into staging memory
+    std::vector<state_tensor> sources;           // what the snapshot copies: the caller's tensors
+    std::vector<std::uint64_t> staging_offsets;  // each source's place in the staging area
     std::future<std::string> running;  // the save in flight (valid until collected): its error
+    std::future<void> copied;          // ready once the worker has copied the sources
+    bool snapshot_pending = false;     // a save's sources may still be read: before_update waits
     std::optional<std::string> pending_error;
     std::vector<std::string> warnings;
     std::uint64_t completed = 0;
     double last_wait_ms = 0;
     double last_snapshot_ms = 0;
+    double last_update_wait_ms = 0;
     // Last member: destroyed (after ~impl joined it) before the state its thread used.
     boost::asio::thread_pool pool{1};
   };
@@ -356,6 +420,6 @@ class basic_asio_checkpointer {
 using asio_checkpointer = basic_asio_checkpointer<host_stager>;
 
 static_assert(checkpointer<asio_checkpointer> && reports_save_errors<asio_checkpointer> &&
-              reports_warnings<asio_checkpointer>);
+              reports_warnings<asio_checkpointer> && defers_snapshot<asio_checkpointer>);
 
 }  // namespace trainkit::checkpoint

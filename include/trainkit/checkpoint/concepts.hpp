@@ -1,8 +1,9 @@
 // trainkit/checkpoint/concepts.hpp — the Checkpointer role and the state it moves.
 //
 // The trainer gathers a `checkpoint_state` (model and optimizer tensors, data position, step,
-// metadata) and hands it to the checkpointer. Saving may finish in the background; the
-// checkpointer reports how long `save` blocked the loop (the stall the step profile shows).
+// metadata) and hands it to the checkpointer. Saving may finish in the background, and the copy
+// of the state may run during the next step until its optimizer update (`defers_snapshot`); the
+// trainer times the calls that block the loop (the ckpt_stall the step profile shows).
 #pragma once
 
 #include <concepts>
@@ -34,7 +35,8 @@ struct checkpoint_state {
 ///  - `C::reads_device_memory`: whether `save` and `load_latest` handle tensors in device memory
 ///    (`state_tensor::on_device`); the trainer refuses to compose a host-only checkpointer with a
 ///    device model (checkpointer_for), instead of throwing at the first save.
-/// The trainer times `save` itself: that is the step's ckpt_stall_ms.
+/// The trainer times `save` itself (and `before_update`, see defers_snapshot): that is the step's
+/// ckpt_stall_ms.
 template <class C>
 concept checkpointer = requires(C c, const checkpoint_state& s, checkpoint_state& out) {
   { c.save(s) } -> std::same_as<void>;
@@ -48,6 +50,22 @@ concept checkpointer = requires(C c, const checkpoint_state& s, checkpoint_state
 template <class C>
 concept reports_save_errors = requires(C c) {
   { c.take_error() } -> std::convertible_to<std::optional<std::string>>;
+};
+
+/// Optional hook: the checkpointer's `save` only registers the snapshot and reads the state's
+/// tensors later, while the next step's forward and backward run; `before_update()` returns once
+/// they may be written again. The trainer calls it right before each optimizer update (the first
+/// write to the state after a save) and counts its time as ckpt_stall_ms.
+/// Requires:
+///  - `c.before_update()`: returns when the tensors of the last `save` have been read (or their
+///    later writers are ordered after the reads, on a device); returns at once with no save
+///    pending. `wait()` also ends the pending snapshot.
+/// What the trainer guarantees in between: the state's tensors (parameters, optimizer moments and
+/// step) are only read — forward, backward, evaluation; zero_grad and backward write gradients,
+/// which are not part of the state.
+template <class C>
+concept defers_snapshot = requires(C c) {
+  { c.before_update() } -> std::same_as<void>;
 };
 
 /// Optional hook: `warnings()` lists what `load_latest` skipped (corrupt checkpoints); the

@@ -1,19 +1,23 @@
 // trainkit/checkpoint/cuda_stager.hpp — the Stager (stager.hpp) for training states in CUDA
 // device memory: device→pinned copies on a side stream, so basic_asio_checkpointer<cuda_stager>
-// snapshots a gpt2_cuda + adamw_cuda state without stalling the loop for the copy.
+// snapshots a gpt2_cuda + adamw_cuda state while the next step's forward and backward run.
 //
-// `stage` enqueues one cudaMemcpyAsync per device tensor on the stager's own stream into pinned
-// staging memory (host tensors are memcpy'd on the spot) and records a "staged" event; the writer
-// thread calls `wait_staged` (an event synchronize) before it reads the bytes. Ordering:
+// `stage` (inside the checkpointer's `save`) enqueues one cudaMemcpyAsync per device tensor on the
+// stager's own stream into pinned staging memory (host tensors are memcpy'd on the spot) and
+// records a "staged" event; the writer thread calls `wait_staged` (an event synchronize) before it
+// reads the bytes. Ordering:
 //  * before the copies: the side stream waits on an event recorded on every *guarded* stream, so
-//    the copies see the work that produced the state even if it is still running (gpt2_cuda and
-//    adamw_cuda return with their work finished, so for them this costs nothing);
-//  * after the copies: every guarded stream waits on "staged" (cudaStreamWaitEvent, no host
-//    stall), so the next optimizer step, which overwrites master weights and moments, cannot run
-//    before the snapshot has been read. Guard the streams that write the state:
+//    the copies see the work that produced the state (the last optimizer update) even if it is
+//    still running;
+//  * after the copies: `order_after_stage` (the checkpointer's `before_update`, which the trainer
+//    calls right before the next optimizer update) makes every guarded stream wait on "staged"
+//    (cudaStreamWaitEvent, no host stall). Only the update, which overwrites master weights and
+//    moments, is ordered after the snapshot; the forward and backward queued before it run
+//    alongside the copies. Guard the streams that write the state:
 //      t.checkpointer().stager().guard_stream(t.context().stream());
-//    With no guarded stream `stage` cannot order later writers after its copies, so it waits for
-//    them itself (correct, but the copy then counts as stall).
+//    With no guarded stream the stager cannot order anything on the device: `stage` then
+//    synchronises the device before queuing the copies and `order_after_stage` waits for them on
+//    the host (correct, but the copy then counts as stall).
 // `unstage` (resume) copies host→device and synchronises. Host-compilable (cuda_runtime.h only).
 #pragma once
 
@@ -34,10 +38,13 @@ namespace trainkit::checkpoint {
 class cuda_stager {
  public:
   static constexpr bool reads_device_memory = true;
+  /// `stage` queues the copies on the side stream and returns (see the file comment).
+  static constexpr bool queues_copies = true;
 
   cuda_stager() = default;
 
-  /// Orders the snapshot after the work queued on `s` and `s`'s later work after the snapshot.
+  /// Orders each snapshot after the work queued on `s` before `stage`, and `s`'s work queued
+  /// after `order_after_stage` after the snapshot.
   /// `s` must outlive the stager's use (the trainer's model/optimizer streams do).
   void guard_stream(cudaStream_t s) { guarded_.push_back(s); }
 
@@ -53,6 +60,7 @@ class cuda_stager {
 
   void stage(std::span<const stage_copy> copies) {
     const cudaStream_t s = stream_.get();
+    if (guarded_.empty()) TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
     for (cudaStream_t g : guarded_) {
       produced_.record(g);
       produced_.wait_on(s);
@@ -67,6 +75,11 @@ class cuda_stager {
         std::memcpy(c.staging, c.tensor->data, n);
     }
     staged_.record(s);
+  }
+
+  /// Orders the guarded streams' later work (the next optimizer update) after the copies of the
+  /// last `stage`, on the device; with no guarded stream, waits for the copies on the host.
+  void order_after_stage() {
     for (cudaStream_t g : guarded_) staged_.wait_on(g);
     if (guarded_.empty()) staged_.synchronize();
   }

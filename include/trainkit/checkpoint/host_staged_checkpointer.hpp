@@ -7,7 +7,11 @@
 // before handing the inner checkpointer a host-only copy of the state, and copies loaded bytes
 // back to the device after `load_latest`. The copies are blocking (cudaMemcpy), which is right for
 // a synchronous checkpointer whose whole write stalls the loop anyway; the stall it reports
-// includes them. For background saves use basic_asio_checkpointer<cuda_stager> instead.
+// includes them. For background saves use basic_asio_checkpointer<cuda_stager> instead. An inner
+// checkpointer that reads its state after `save` returns (defers_snapshot) reads this pinned
+// area, not the model: the model may change at once, and this adapter lets the inner copy finish
+// before it overwrites or frees the area. Host tensors are passed through uncopied, so such an
+// adapter forwards `before_update` too.
 // Host-compilable (cuda_runtime.h only).
 #pragma once
 
@@ -66,6 +70,8 @@ class host_staged_checkpointer {
   }
 
   void wait() { inner_.wait(); }
+  /// The inner checkpointer's hook: it may still read the state's host tensors.
+  void before_update() requires defers_snapshot<C> { inner_.before_update(); }
   double last_stall_ms() const noexcept { return last_stall_ms_; }
 
   /// The inner checkpointer's skipped-checkpoint lines, when it keeps any (the trainer prints
@@ -80,6 +86,7 @@ class host_staged_checkpointer {
  private:
   // A copy of `state` whose device tensors point into the pinned area (host tensors unchanged).
   checkpoint_state stage(const checkpoint_state& state) {
+    if constexpr (defers_snapshot<C>) inner_.before_update();  // done reading the pinned area
     std::size_t total = 0;
     for (const auto& t : state.tensors)
       if (t.on_device) total += round_up(t.bytes());
@@ -103,8 +110,9 @@ class host_staged_checkpointer {
 
   static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
 
-  C inner_;
+  // Declared before inner_, so inner_ (whose background copy may still read it) goes first.
   cuda::pinned_buffer<std::byte> staging_;
+  C inner_;
   double last_stall_ms_ = 0.0;
 };
 

@@ -2,12 +2,17 @@
 // the Stager policy, and `host_stager` for states in host memory.
 //
 // `basic_asio_checkpointer<Stager>` never touches tensor memory itself: it lays the state out in
-// a staging area the stager owns and asks the stager to copy into it. A host stager copies with
-// memcpy and is done when `stage` returns. A CUDA stager (built with CUDA) owns pinned memory and
-// queues cudaMemcpyAsync on a side stream ordered after the optimizer step by an event, so `stage`
-// returns as soon as the copies are queued; the writer thread then calls `wait_staged` (an event
-// synchronize) before it reads the bytes. Keeping that split in the policy lets the CUDA half
-// plug in without changing the checkpointer.
+// a staging area the stager owns and asks the stager to copy into it. The copy does not run
+// inside `save`: the state does not change until the next optimizer update, so it overlaps the
+// next step's forward and backward, and only the update waits for it (the checkpointer's
+// `before_update`). Where the copy runs is the stager's choice, told by `queues_copies`:
+//  * host_stager copies with memcpy; the checkpointer runs it on its writer thread, and
+//    `before_update` waits until that memcpy has finished;
+//  * a CUDA stager owns pinned memory and, inside `save`, queues cudaMemcpyAsync on a side stream
+//    ordered after the compute stream by an event; `before_update` makes the compute stream wait
+//    for the copies on the device (no host wait), and the writer thread calls `wait_staged` (an
+//    event synchronize) before it reads the bytes.
+// Keeping that split in the policy lets the CUDA half plug in without changing the checkpointer.
 #pragma once
 
 #include <concepts>
@@ -31,13 +36,22 @@ struct stage_copy {
 ///  - `S::reads_device_memory` (a constant bool): whether `stage`/`unstage` handle tensors with
 ///    `on_device` set; the checkpointer rejects device tensors up front with config_error when
 ///    it is false, before any copy or disk access;
+///  - `S::queues_copies` (a constant bool): false when `stage` copies synchronously — the
+///    checkpointer then calls `reserve` and `stage` on its writer thread, and its `before_update`
+///    blocks until `stage` has returned there; true when `stage` only queues copies that run on
+///    their own (a device stream) — the checkpointer calls `reserve` and `stage` inside `save`, on
+///    the loop's thread, and `before_update` calls `order_after_stage`;
 ///  - `s.reserve(bytes)` -> `std::byte*`: host-readable staging memory of at least `bytes` bytes
 ///    (64-byte aligned), allocated once and reused while later states fit; pinned for a stager
 ///    that copies from a device. Called only when no save is in flight;
-///  - `s.stage(copies)`: starts copying every `copies[i].tensor` into `copies[i].staging`; returns
-///    when the caller may modify the tensors again *as far as the host is concerned* (a host
-///    stager: the bytes are copied; a device stager: the copies are queued after the work that
-///    produced the state, and later device work that overwrites it is ordered after them);
+///  - `s.stage(copies)`: copies (or queues the copies of) every `copies[i].tensor` into
+///    `copies[i].staging`. The tensors are not modified until the checkpointer's `before_update`
+///    has returned;
+///  - `s.order_after_stage()`: called on the loop's thread by `before_update` (for a stager that
+///    queues copies); on return, work issued afterwards that overwrites the tensors cannot run
+///    before the copies of the last `stage` have read them (a device stager: the streams that
+///    write the state wait for the copies on the device). A stager that copies synchronously
+///    has nothing to do here;
 ///  - `s.wait_staged()`: blocks until the copies of the last `stage` have landed; called on the
 ///    writer thread before it reads the staging area. May throw (a device error);
 ///  - `s.unstage(copies)`: the reverse, for loading: copies each staging range into its tensor
@@ -45,17 +59,21 @@ struct stage_copy {
 template <class S>
 concept stager = requires(S s, std::size_t bytes, std::span<const stage_copy> copies) {
   { S::reads_device_memory } -> std::convertible_to<bool>;
+  { S::queues_copies } -> std::convertible_to<bool>;
   { s.reserve(bytes) } -> std::same_as<std::byte*>;
   { s.stage(copies) } -> std::same_as<void>;
+  { s.order_after_stage() } -> std::same_as<void>;
   { s.wait_staged() } -> std::same_as<void>;
   { s.unstage(copies) } -> std::same_as<void>;
 }
 &&std::movable<S>;
 
-/// The stager for states in host memory (the CPU model): a plain memcpy into a reused buffer.
+/// The stager for states in host memory (the CPU model): a plain memcpy into a reused buffer,
+/// run on the checkpointer's writer thread while the next step computes.
 class host_stager {
  public:
   static constexpr bool reads_device_memory = false;
+  static constexpr bool queues_copies = false;
 
   std::byte* reserve(std::size_t bytes) { return buffer_.reserve(bytes); }
 
@@ -65,7 +83,8 @@ class host_stager {
       if (c.tensor->bytes() > 0) std::memcpy(c.staging, c.tensor->data, c.tensor->bytes());
   }
 
-  /// Nothing to wait for: `stage` copied synchronously.
+  /// Nothing to order or wait for: `stage` copied synchronously (the checkpointer waits for it).
+  void order_after_stage() noexcept {}
   void wait_staged() noexcept {}
 
   void unstage(std::span<const stage_copy> copies) {

@@ -332,13 +332,22 @@ class trainer {
       auto timed = clock.time(phase::comm);
       reducer_.finish();
     }
-    {
+    const auto scale = [&] {
       auto timed = clock.time(phase::optimizer);
       ++step_;
       m.step = step_;
       m.lr = cfg_.schedule.at(int(step_ - 1));
-      const auto scale = clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
-                               model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+      return clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
+                   model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+    }();
+    if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
+      // The last save's copy reads the state before the update changes it: the loop is blocked
+      // by the checkpointer for whatever of the copy the forward/backward did not hide.
+      auto timed = clock.time(phase::ckpt_stall);
+      checkpointer_.before_update();
+    }
+    {
+      auto timed = clock.time(phase::optimizer);
       optimizer_.update(model_, float(m.lr), scale, ctx_);
     }
     {
