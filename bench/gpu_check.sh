@@ -40,7 +40,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
 kernel_tests=(test_cuda_kernels test_adamw_cuda)  # one process per test
-tests=(test_cuda_core test_pinned_prefetcher test_cuda_kernels test_adamw_cuda test_cuda_gpt2
+tests=(test_cuda_core test_pinned_prefetcher test_cuda_stager test_cuda_kernels test_adamw_cuda test_cuda_gpt2
        test_cuda_golden test_cuda_training test_cuda_link test_cuda_flash_attention)
 benches=(bench_gpu_prefetch bench_gpu_training profile_kernels bench_gpu_attention)
 programs=(gpt_fineweb)
@@ -215,11 +215,11 @@ step() {
 
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
-lim_core=20 lim_kernels=100 lim_flash=20 lim_prefetch=15 lim_gpt2=40 lim_golden=15 lim_training=45 lim_link=10
+lim_core=20 lim_kernels=90 lim_stager=10 lim_flash=20 lim_prefetch=15 lim_gpt2=40 lim_golden=15 lim_training=45 lim_link=10
 lim_bench=60 lim_torch=80 lim_profile=35 lim_attn=20 lim_memcheck=35 lim_fineweb=45
-sum=$((lim_core + lim_kernels + lim_flash + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
+sum=$((lim_core + lim_kernels + lim_stager + lim_flash + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
   lim_bench + lim_torch + lim_profile + lim_attn + lim_memcheck + lim_fineweb))
-say "budget: core $lim_core + kernels $lim_kernels + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
+say "budget: core $lim_core + kernels $lim_kernels + stager $lim_stager + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
 if ((sum > 540)); then  # the limits must fit one device-tool call (killed at 600 s)
   say "gpu_check: the step limits exceed 540 s; fix the lim_* values"
   write_summary
@@ -251,6 +251,7 @@ done
 CUDA_LAUNCH_BLOCKING=1 step test_cuda_flash_attention "$lim_flash" gtest "$bin/test_cuda_flash_attention" \
   --gtest_color=no
 step test_pinned_prefetcher "$lim_prefetch" gtest "$bin/test_pinned_prefetcher" --gtest_color=no
+step test_cuda_stager "$lim_stager" gtest "$bin/test_cuda_stager" --gtest_color=no
 
 # 2. model tests: the CUDA GPT-2 against the CPU one and against the PyTorch golden fixtures.
 step test_cuda_gpt2 "$lim_gpt2" gtest "$bin/test_cuda_gpt2" --gtest_color=no
