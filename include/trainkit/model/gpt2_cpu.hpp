@@ -66,7 +66,7 @@ class basic_gpt2_cpu {
       Scalar* p = params_.data() + t.offset;
       if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
         std::fill_n(p, t.numel(), Scalar(1));  // LayerNorm gains
-      } else if (t.weight_decay) {
+      } else if (t.role == tensor_role::matrix || t.role == tensor_role::embedding) {
         const double stddev = (t.name == "attprojw" || t.name == "fcprojw") ? residual_std : 0.02;
         // wte's padded rows stay zero: they are not tokens, and zero keeps their logits inert.
         const std::size_t n =

@@ -30,7 +30,7 @@ inline std::vector<float> gpt2_initial_parameters(const gpt2_config& cfg, std::u
     float* p = params.data() + t.offset;
     if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
       std::fill_n(p, t.numel(), 1.0f);
-    } else if (t.weight_decay) {
+    } else if (t.role == tensor_role::matrix || t.role == tensor_role::embedding) {
       const double stddev = (t.name == "attprojw" || t.name == "fcprojw") ? residual_std : 0.02;
       const std::size_t n =
           t.name == "wte" ? std::size_t(cfg.vocab_size) * cfg.channels : t.numel();
