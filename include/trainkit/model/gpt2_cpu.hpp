@@ -39,14 +39,9 @@
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/step_protocol.hpp"
+#include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
-
-/// Constructor tag: all parameters zero, no random draws (e.g. before loading a model file).
-struct zero_parameters_t {
-  explicit zero_parameters_t() = default;
-};
-inline constexpr zero_parameters_t zero_parameters{};
 
 template <class Scalar>
 class basic_gpt2_cpu {
