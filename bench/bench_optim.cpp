@@ -48,8 +48,9 @@ class flat_model {
     for (auto& x : p_) x = normal(rng);
     for (auto& x : g_) x = normal(rng);
     const std::int64_t cols = 1024, rows = std::int64_t(n / 2) / cols;
-    layout_ = {{"w", {rows, cols}, 0, true},
-               {"b", {std::int64_t(n) - rows * cols}, std::size_t(rows * cols), false}};
+    layout_ = {
+        {"w", {rows, cols}, 0, tk::tensor_role::matrix},
+        {"b", {std::int64_t(n) - rows * cols}, std::size_t(rows * cols), tk::tensor_role::bias}};
   }
   float forward_backward(tk::batch_view<memory_space>, float) { return 0; }
   float forward(tk::batch_view<memory_space>) { return 0; }

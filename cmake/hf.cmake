@@ -1,11 +1,10 @@
 # cmake/hf.cmake — the trainkit::hf target: trainkit plus nlohmann_json.
 #
 # Hugging Face interchange (include/trainkit/io/safetensors_*.hpp, model/hf_gpt2.hpp) parses and
-# writes JSON headers and config files with nlohmann_json (Debian: nlohmann-json3-dev). It is a
-# component of its own so trainkit::trainkit keeps needing only Eigen and Boost; without
-# nlohmann_json the rest of trainkit builds and only targets linking trainkit::hf are skipped.
-# Installed in its own export set, loaded by the package config when nlohmann_json is found
-# (find_package(trainkit COMPONENTS hf) requires it).
+# writes JSON headers and config files with nlohmann_json (Debian: nlohmann-json3-dev), which
+# trainkit::trainkit now requires too (the checkpoint manifest reader), so the component is always
+# built; it stays a component of its own so find_package(trainkit COMPONENTS hf) keeps working.
+# Installed in its own export set, loaded by the package config when nlohmann_json is found.
 find_package(nlohmann_json 3 QUIET)
 if(nlohmann_json_FOUND)
   add_library(trainkit_hf INTERFACE)

@@ -2,16 +2,17 @@
 #
 # The version comes from the top-level VERSION file (the single source CMake and
 # include/trainkit/version.hpp follow too). The package holds include/ only; consumers get the
-# CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), Threads and,
-# by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart + cuBLASLt from the
-# system CUDA toolkit); option `tokenizer` adds trainkit::tokenizer (the GPT-2 tokenizer, which
-# needs utf8proc); option `hf` adds trainkit::hf (safetensors and Hugging Face GPT-2 files, which
-# need nlohmann_json); option `mpi` adds trainkit::mpi (the MPI gradient reducer, linked against
-# the system's MPI: MPI implementations are chosen per cluster, so the recipe finds the one
-# installed rather than building one). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
+# CMake target trainkit::trainkit through CMakeDeps, with Eigen, Boost (headers), nlohmann_json,
+# Threads and, by default, OpenMP. Option `cuda` adds the component trainkit::cuda (cudart +
+# cuBLASLt from the system CUDA toolkit); option `tokenizer` adds trainkit::tokenizer (the GPT-2
+# tokenizer, which needs utf8proc); option `hf` adds trainkit::hf (safetensors and Hugging Face
+# GPT-2 files; the component the CMake package has too, nothing beyond core's requirements);
+# option `mpi` adds trainkit::mpi (the MPI gradient reducer, linked against the system's MPI: MPI
+# implementations are chosen per cluster, so the recipe finds the one installed rather than
+# building one). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
 # packaged as share/trainkit/gpt2 and named by TRAINKIT_GPT2_VOCAB_DIR, the default of
-# tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost, utf8proc and nlohmann_json
-# are ordinary requirements, so a profile may take them from Conan Center or, as
+# tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost, nlohmann_json and
+# utf8proc are ordinary requirements, so a profile may take them from Conan Center or, as
 # conan/profiles/system does, from the system via [platform_requires].
 import os
 
@@ -34,9 +35,12 @@ endif()
 if(NOT TARGET Boost::headers)
   find_package(Boost 1.74 REQUIRED)
 endif()
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  find_package(nlohmann_json 3 REQUIRED)
+endif()
 if(TARGET trainkit::trainkit)
   set_property(TARGET trainkit::trainkit APPEND PROPERTY
-               INTERFACE_LINK_LIBRARIES Eigen3::Eigen Boost::headers)
+               INTERFACE_LINK_LIBRARIES Eigen3::Eigen Boost::headers nlohmann_json::nlohmann_json)
 endif()
 # utf8proc from the system: the same finder trainkit's own CMake package uses.
 if(TARGET trainkit::tokenizer AND NOT TARGET utf8proc::utf8proc)
@@ -113,11 +117,9 @@ class TrainkitConan(ConanFile):
         # transitive_headers: trainkit's public headers include Eigen's and Boost's.
         self.requires("eigen/3.4.0", transitive_headers=True)
         self.requires("boost/1.74.0", transitive_headers=True, libs=False)
+        self.requires("nlohmann_json/3.11.2", transitive_headers=True)
         if self.options.tokenizer:
             self.requires("utf8proc/2.8.0")
-        if self.options.hf:
-            # transitive_headers: io/safetensors_*.hpp and model/hf_gpt2.hpp include its header.
-            self.requires("nlohmann_json/3.11.2", transitive_headers=True)
 
     def validate(self):
         check_min_cppstd(self, 20)
@@ -157,7 +159,8 @@ class TrainkitConan(ConanFile):
         # Component requires on a [platform_requires] package make CMakeDeps fail ("is not a
         # direct dependency", conan-io/conan#17348), so only packages Conan really provides are
         # listed; the build module finds the others on the system.
-        for name, component in (("eigen", "eigen::eigen"), ("boost", "boost::headers")):
+        for name, component in (("eigen", "eigen::eigen"), ("boost", "boost::headers"),
+                                ("nlohmann_json", "nlohmann_json::nlohmann_json")):
             if name in self.dependencies:  # a platform requirement is not listed there
                 core.requires.append(component)
         self.cpp_info.set_property("cmake_build_modules", [_SYSTEM_DEPS_MODULE_PATH])

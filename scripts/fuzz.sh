@@ -29,7 +29,7 @@ for t in "${targets[@]}"; do
   src=tests/fuzz/$t.cpp
   [ -f "$src" ] || { echo "fuzz.sh: no target $src" >&2; exit 2; }
   if [ ! -x "$out/$t" ] || [ -n "$(find include examples/gpt_fineweb "$src" -newer "$out/$t" -print -quit)" ]; then
-    # -O1 -g1: the sanitizers' cost is in compile time here (Boost's JSON parser, the tokenizer).
+    # -O1 -g1: the sanitizers' cost is in compile time here (nlohmann_json, the tokenizer).
     "$CXX_FUZZ" -std=c++20 -O1 -g1 -fno-omit-frame-pointer \
       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
       -Iinclude -Iexamples/gpt_fineweb -isystem /usr/include/eigen3 -DTRAINKIT_FUZZ_VOCAB_DIR="\"$vocab\"" \

@@ -4,11 +4,11 @@
 // the last K tokens are embedded (D numbers each), concatenated, passed through one tanh layer of
 // H units and projected to a score per vocabulary entry. It exists to show what
 // trainkit::model::model asks of a model — flat parameter and gradient buffers described by named
-// tensors (with weight-decay flags the shipped AdamW honours), micro-steps that *add* scaled
-// gradients and keep the step's loss, gradient buckets published as backward finishes them (three:
-// backward runs layer by layer over the whole batch, so the output layer's gradients are final
-// before the hidden layer's, and those before the embeddings'), a FLOP count per token and the
-// tensors a checkpoint must hold — and that such a model trains with the library's prefetcher,
+// tensors (with the roles the shipped AdamW decides weight decay from), micro-steps that *add*
+// scaled gradients and keep the step's loss, gradient buckets published as backward finishes them
+// (three: backward runs layer by layer over the whole batch, so the output layer's gradients are
+// final before the hidden layer's, and those before the embeddings'), a FLOP count per token and
+// the tensors a checkpoint must hold — and that such a model trains with the library's prefetcher,
 // optimizer and checkpointer without touching include/.
 #pragma once
 
@@ -50,12 +50,12 @@ class mlp_lm {
       throw trainkit::config_error("mlp_lm: vocab >= 2, context, embed and hidden >= 1 required");
     const auto V = std::int64_t(c.vocab), K = std::int64_t(c.context);
     const auto D = std::int64_t(c.embed), H = std::int64_t(c.hidden);
-    // Weight decay on the matrices, not on biases: the same rule GPT-2 recipes use.
-    add_tensor("emb", {V, D}, true);
-    add_tensor("w1", {K * D, H}, true);
-    add_tensor("b1", {H}, false);
-    add_tensor("w2", {H, V}, true);
-    add_tensor("b2", {V}, false);
+    // AdamW's default decays the embedding and the matrices, not the biases (llm.c's rule).
+    add_tensor("emb", {V, D}, trainkit::tensor_role::embedding);
+    add_tensor("w1", {K * D, H}, trainkit::tensor_role::matrix);
+    add_tensor("b1", {H}, trainkit::tensor_role::bias);
+    add_tensor("w2", {H, V}, trainkit::tensor_role::matrix);
+    add_tensor("b2", {V}, trainkit::tensor_role::bias);
     params_.assign(size_, 0.0f);
     grads_.assign(size_, 0.0f);
     // The buckets in the order backward finishes them; each is one contiguous range, because
@@ -138,8 +138,8 @@ class mlp_lm {
   const mlp_lm_config& config() const noexcept { return config_; }
 
  private:
-  void add_tensor(std::string name, std::vector<std::int64_t> shape, bool decay) {
-    trainkit::tensor_info t{std::move(name), std::move(shape), size_, decay};
+  void add_tensor(std::string name, std::vector<std::int64_t> shape, trainkit::tensor_role role) {
+    trainkit::tensor_info t{std::move(name), std::move(shape), size_, role};
     size_ += t.numel();
     layout_.push_back(std::move(t));
   }

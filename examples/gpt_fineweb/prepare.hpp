@@ -4,8 +4,9 @@
 // "<|endoftext|>" spelling stays text, as in llm.c's and modded-nanogpt's fineweb.py). The token
 // stream is cut into llm.c shards: the first --val-tokens go to <prefix>_val_000000.bin, the rest
 // to <prefix>_train_000001.bin, _000002, ... of --shard-tokens each (documents may straddle two
-// shards, as in llm.c). Shards go through data::write_shard (temporary name, fsync, rename), so an
-// interrupted run leaves at most a *.tmp file, never a short shard under a final name.
+// shards, as in llm.c). Shards are cut by data::shard_writer and go through data::write_shard
+// (temporary name, fsync, rename), so an interrupted run leaves at most a *.tmp file, never a
+// short shard under a final name.
 //
 // Parallelism: the main thread reads inputs into ~1 MiB chunks of whole documents, a pool of
 // --threads workers parses and tokenizes chunks, and the main thread appends finished chunks in
@@ -24,7 +25,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -37,7 +37,6 @@
 #include <istream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -46,6 +45,8 @@
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/data/shard_format.hpp"
+#include "trainkit/data/shard_writer.hpp"
+#include "trainkit/data/worker_pool.hpp"
 #include "trainkit/tokenizer/detail/utf8.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
@@ -192,112 +193,6 @@ inline chunk_result tokenize_chunk(const chunk& c, const trainkit::tokenizer::gp
   return r;
 }
 
-/// A fixed set of worker threads running tasks FIFO; futures deliver results or exceptions.
-class worker_pool {
- public:
-  explicit worker_pool(int n) {
-    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
-  }
-  worker_pool(const worker_pool&) = delete;
-  worker_pool& operator=(const worker_pool&) = delete;
-  ~worker_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    ready_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-
-  std::future<chunk_result> submit(std::function<chunk_result()> fn) {
-    std::packaged_task<chunk_result()> task(std::move(fn));
-    auto future = task.get_future();
-    {
-      std::lock_guard lock(mutex_);
-      tasks_.push_back(std::move(task));
-    }
-    ready_.notify_one();
-    return future;
-  }
-
- private:
-  void work() {
-    for (;;) {
-      std::packaged_task<chunk_result()> task;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;  // stopping and drained
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::packaged_task<chunk_result()>> tasks_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
-};
-
-/// Cuts the ordered token stream into the val shard and then training shards.
-class shard_writer {
- public:
-  shard_writer(std::filesystem::path dir, std::string prefix, std::int64_t val_tokens,
-               std::int64_t shard_tokens)
-      : dir_(std::move(dir)),
-        prefix_(std::move(prefix)),
-        val_tokens_(val_tokens),
-        shard_tokens_(shard_tokens) {
-    in_val_ = val_tokens_ > 0;
-  }
-
-  void append(const std::vector<std::uint16_t>& tokens) {
-    std::size_t i = 0;
-    while (i < tokens.size()) {
-      const auto cap = static_cast<std::size_t>(in_val_ ? val_tokens_ : shard_tokens_);
-      const std::size_t take = std::min(cap - buffer_.size(), tokens.size() - i);
-      buffer_.insert(buffer_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i),
-                     tokens.begin() + static_cast<std::ptrdiff_t>(i + take));
-      i += take;
-      if (buffer_.size() == cap) flush();
-    }
-  }
-
-  /// Writes the last, partial shard (if any tokens are pending).
-  void finish() {
-    if (!buffer_.empty()) flush();
-  }
-
-  std::uint64_t val_written() const noexcept { return val_written_; }
-  std::uint64_t train_written() const noexcept { return train_written_; }
-  const std::vector<std::string>& written() const noexcept { return written_; }
-
- private:
-  void flush() {
-    char index[16];
-    std::snprintf(index, sizeof index, "%06d", in_val_ ? 0 : next_train_index_);
-    const std::string name = prefix_ + (in_val_ ? "_val_" : "_train_") + index + ".bin";
-    trainkit::data::write_shard((dir_ / name).string(), buffer_);
-    written_.push_back(name);
-    (in_val_ ? val_written_ : train_written_) += buffer_.size();
-    if (!in_val_) ++next_train_index_;
-    in_val_ = false;
-    buffer_.clear();
-  }
-
-  std::filesystem::path dir_;
-  std::string prefix_;
-  std::int64_t val_tokens_, shard_tokens_;
-  bool in_val_;
-  int next_train_index_ = 1;  // llm.c / modded-nanogpt: shard 0 is val, training starts at 1
-  std::vector<std::uint16_t> buffer_;
-  std::uint64_t val_written_ = 0, train_written_ = 0;
-  std::vector<std::string> written_;
-};
-
 inline bool looks_like_jsonl_name(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
@@ -388,7 +283,7 @@ inline int run_prepare(const prepare_options& o, std::ostream& log) {
       << (out_dir / (o.name_prefix + "_*.bin")).string() << "\n";
 
   // ---- pipeline --------------------------------------------------------------------------------
-  pd::shard_writer writer(out_dir, o.name_prefix, val_tokens, o.shard_tokens);
+  trainkit::data::shard_writer writer(out_dir, o.name_prefix, val_tokens, o.shard_tokens);
   std::uint64_t docs = 0, bytes = 0, tokens = 0, skipped = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto last_progress = t0;
@@ -413,7 +308,7 @@ inline int run_prepare(const prepare_options& o, std::ostream& log) {
     }
   };
 
-  pd::worker_pool pool(threads);
+  trainkit::data::worker_pool<pd::chunk_result> pool(threads);
   std::deque<std::future<pd::chunk_result>> in_flight;
   const std::size_t max_in_flight = 2 * static_cast<std::size_t>(threads) + 2;
   auto drain_one = [&] {

@@ -6,9 +6,9 @@
 // host_staged_checkpointer, which copies device tensors to pinned memory before each write and
 // back after a resume) or async (basic_asio_checkpointer<cuda_stager>: device→pinned copies on a
 // side stream, written on a Boost.Asio thread; the trainer's compute stream is guarded so the next
-// update waits for the snapshot on the device, not on the host). --init-from and --export go
-// through train_cuda_host.cpp (llm.c files, g++). Library errors propagate to main.cpp, which turns
-// them into one line and exit code 2.
+// update waits for the snapshot on the device, not on the host). --init-from and --export read and
+// write llm.c model files (llmc_file.hpp's span functions). Library errors propagate to main.cpp,
+// which turns them into one line and exit code 2.
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +29,7 @@
 #include <trainkit/data/mmap_token_source.hpp>
 #include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/gpt2_cuda.hpp>
+#include <trainkit/model/llmc_file.hpp>
 #include <trainkit/optim/adamw_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
 #include <trainkit/trainer/report.hpp>
@@ -104,8 +105,10 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
   mo.seq_len = o.seq;
   std::optional<tk::model::gpt2_cuda> model;
   if (!o.init_from.empty()) {
-    const llmc_weights w = read_llmc_weights(o.init_from);
-    model.emplace(w.config, std::span<const float>(w.params), mo);
+    const tk::model::gpt2_config file_cfg = tk::model::read_llmc_header(o.init_from);
+    std::vector<float> params(file_cfg.num_parameters());
+    tk::model::read_llmc_parameters<float>(o.init_from, file_cfg, std::span<float>(params));
+    model.emplace(file_cfg, std::span<const float>(params), mo);
   } else {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed, mo);
   }
@@ -150,7 +153,7 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
   if (!o.export_path.empty()) {
     std::vector<float> params(t.model().num_parameters());
     t.model().copy_parameters_to_host(params);
-    write_llmc_weights(o.export_path, mc, params);
+    tk::model::write_llmc_parameters<float>(o.export_path, mc, std::span<const float>(params));
     std::cout << "exported llm.c model file " << o.export_path << "\n";
   }
   return 0;

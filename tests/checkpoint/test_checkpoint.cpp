@@ -389,6 +389,8 @@ TEST_F(CheckpointTest, MalformedManifestsNameTheManifest) {
       {without_checksum(), "no \"manifest_crc32c\""},
       {good + " ", "must be the last member"},
       {replaced("\"step\": 6", "\"step\": -6"), "\"step\""},
+      {replaced("\"step\": 6", "\"step\": \"6\""), "\"step\" must be an unsigned integer"},
+      {replaced("\"step\": 6", "\"step\": 1e999"), "number overflow"},
       {replaced("\"step\": 6", "\"step\": 7"), "says step 7"},
       {replaced("\"tensors\"", "\"tensor_list\""), "missing \"tensors\""},
       {replaced("\"dtype\": \"f32\"", "\"dtype\": \"f17\""), "f17"},

@@ -61,13 +61,14 @@ static_assert(trainkit::optim::optimizer_for<adamw_cuda, buffer_model>);
 /// decayed ones span several 2048-element chunks and end mid-chunk.
 std::vector<tensor_info> test_layout(std::size_t& total) {
   std::vector<tensor_info> l;
-  l.push_back({"w1", {3, 1000}, 0, true});     // 3000
-  l.push_back({"b1", {17}, 3000, false});      // 17
-  l.push_back({"w2", {79, 50}, 3017, true});   // 3950 -> 6967
-  l.push_back({"ln", {33}, 6967, false});      // 33 -> 7000
-  l.push_back({"w3", {2049, 3}, 7100, true});  // 6147 -> 13247
-  l.push_back({"one", {1}, 13247, false});     // 13248
-  total = 13248 + 301;                         // unnamed tail
+  using trainkit::tensor_role;
+  l.push_back({"w1", {3, 1000}, 0, tensor_role::matrix});       // 3000
+  l.push_back({"b1", {17}, 3000, tensor_role::bias});           // 17
+  l.push_back({"w2", {79, 50}, 3017, tensor_role::embedding});  // 3950 -> 6967
+  l.push_back({"ln", {33}, 6967, tensor_role::norm});           // 33 -> 7000
+  l.push_back({"w3", {2049, 3}, 7100, tensor_role::matrix});    // 6147 -> 13247
+  l.push_back({"one", {1}, 13247, tensor_role::bias});          // 13248
+  total = 13248 + 301;                                          // unnamed tail
   return l;
 }
 

@@ -18,7 +18,7 @@
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
-#include "trainkit/model/cuda/gpt2_host_init.hpp"
+#include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 
 namespace {
@@ -118,10 +118,12 @@ TEST(CudaStream, EventsMeasureElapsedTime) {
 
 // ---- host side of the CUDA GPT-2 -------------------------------------------------------------
 
+// gpt2_cuda(cfg, seed) starts from detail::gpt2_initial_parameters<float>: the CPU model's weights.
 TEST(Gpt2CudaHost, InitialParametersEqualGpt2Cpu) {
   for (const char* preset : {"d2", "d6"}) {
     const auto cfg = trainkit::model::gpt2_config::preset(preset);
-    const std::vector<float> mine = trainkit::model::gpt2_initial_parameters(cfg, 1234);
+    const std::vector<float> mine =
+        trainkit::model::detail::gpt2_initial_parameters<float>(cfg, 1234);
     trainkit::model::gpt2_cpu cpu(cfg, 1234);
     ASSERT_EQ(mine.size(), cpu.parameters().size());
     for (std::size_t i = 0; i < mine.size(); ++i)

@@ -164,7 +164,7 @@ TEST(Hellaswag, Gpt2CpuAgreesWithNumpyOnTheFixture) {
   std::mt19937 rng(8);  // random biases and gains too (the seeded init leaves them 0 and 1)
   std::normal_distribution<float> n(0.0f, 0.3f);
   for (const auto& t : trainkit::model::gpt2_parameter_layout(cfg))
-    if (!t.weight_decay)
+    if (t.role == trainkit::tensor_role::bias || t.role == trainkit::tensor_role::norm)
       for (std::size_t i = 0; i < t.numel(); ++i) m.parameters()[t.offset + i] += n(rng);
   const fs::path d = scratch("gpt2");
   trainkit::model::save_hf_gpt2(d / "model", m);

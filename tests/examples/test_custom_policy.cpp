@@ -99,7 +99,10 @@ TEST(MlpLm, LayoutCoversTheBufferWithDecayOnMatricesOnly) {
   for (const auto& t : m.parameter_layout()) {
     EXPECT_EQ(t.offset, next) << t.name;
     next += t.numel();
-    EXPECT_EQ(t.weight_decay, t.shape.size() == 2) << t.name;
+    const auto role = t.shape.size() == 1 ? trainkit::tensor_role::bias
+                      : t.name == "emb"   ? trainkit::tensor_role::embedding
+                                          : trainkit::tensor_role::matrix;
+    EXPECT_EQ(t.role, role) << t.name;
   }
   EXPECT_EQ(next, m.num_parameters());
   EXPECT_EQ(m.parameters().size(), m.num_parameters());

@@ -129,9 +129,13 @@ TEST(Gpt2Config, LayoutIsLlmcOrderPackedWithoutGaps) {
     EXPECT_EQ(layout[i].shape, shapes[i]) << names[i];
     EXPECT_EQ(layout[i].offset, offset) << names[i];
     offset += layout[i].numel();
-    const bool matrix = names[i] == "wte" || names[i] == "wpe" || names[i] == "qkvw" ||
-                        names[i] == "attprojw" || names[i] == "fcw" || names[i] == "fcprojw";
-    EXPECT_EQ(layout[i].weight_decay, matrix) << names[i];
+    const std::string& n = names[i];
+    const tk::tensor_role role = n == "wte" || n == "wpe" ? tk::tensor_role::embedding
+                                 : n == "qkvw" || n == "attprojw" || n == "fcw" || n == "fcprojw"
+                                     ? tk::tensor_role::matrix
+                                 : n.starts_with("ln") ? tk::tensor_role::norm
+                                                       : tk::tensor_role::bias;
+    EXPECT_EQ(layout[i].role, role) << n;
   }
   EXPECT_EQ(offset, c.num_parameters());
   EXPECT_EQ(offset, count_by_architecture(128, 32, 3, 16));

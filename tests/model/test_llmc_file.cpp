@@ -3,6 +3,11 @@
 // errors bad files must give.
 #include "trainkit/model/llmc_file.hpp"  // first: the header compiles on its own
 
+// .cu units (gpt_fineweb's CUDA driver, the golden GPU test) include llmc_file.hpp: no Eigen.
+#ifdef EIGEN_WORLD_VERSION
+#error "trainkit/model/llmc_file.hpp must not include Eigen"
+#endif
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +18,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "trainkit/model/gpt2_cpu.hpp"
 
 namespace tk = trainkit;
 namespace fs = std::filesystem;

@@ -29,10 +29,10 @@ class quadratic_model {
 
   explicit quadratic_model(std::uint32_t seed = 1, std::size_t padding = 5) {
     layout_ = {
-        {"w1", {16, 8}, 0, true},
-        {"b1", {8}, 128, false},
-        {"w2", {8, 24}, 136, true},
-        {"b2", {24}, 136 + 192 + padding, false},  // unnamed padding elements before it
+        {"w1", {16, 8}, 0, trainkit::tensor_role::matrix},
+        {"b1", {8}, 128, trainkit::tensor_role::bias},
+        {"w2", {8, 24}, 136, trainkit::tensor_role::matrix},
+        {"b2", {24}, 136 + 192 + padding, trainkit::tensor_role::bias},  // padding before it
     };
     const std::size_t n = 136 + 192 + padding + 24;
     params_.resize(n);

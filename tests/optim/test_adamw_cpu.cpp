@@ -50,7 +50,8 @@ struct reference_adamw {
     m.assign(n, 0.0);
     v.assign(n, 0.0);
     for (const auto& info : model.parameter_layout()) {
-      for (std::size_t i = 0; i < info.numel(); ++i) decay[info.offset + i] = info.weight_decay;
+      for (std::size_t i = 0; i < info.numel(); ++i)
+        decay[info.offset + i] = c.decay_roles.contains(info.role);
     }
   }
 
@@ -150,7 +151,7 @@ TEST(AdamwCpu, MatchesReferenceOverSeveralStepsWithoutClipping) {
   EXPECT_EQ(opt.steps_taken(), 6u);
 }
 
-TEST(AdamwCpu, WeightDecayOnlyOnFlaggedTensors) {
+TEST(AdamwCpu, WeightDecayByDefaultOnlyOnMatrices) {
   // With zero gradients the moments stay zero, so the only change is the decay term.
   quadratic_model<> model(5);
   const to::adamw_config cfg{.weight_decay = 0.25f};
@@ -165,7 +166,7 @@ TEST(AdamwCpu, WeightDecayOnlyOnFlaggedTensors) {
     for (std::size_t i = info.offset; i < info.offset + info.numel(); ++i) {
       covered[i] = true;
       const float now = model.parameters()[i];
-      if (info.weight_decay) {
+      if (info.name == "w1" || info.name == "w2") {  // the matrices (default: llm.c's rule)
         const double expected = double(before[i]) * (1.0 - double(lr) * cfg.weight_decay);
         EXPECT_NEAR(now, expected, 1e-6 * std::abs(expected) + 1e-7)
             << info.name << "[" << i << "]";
@@ -183,6 +184,27 @@ TEST(AdamwCpu, WeightDecayOnlyOnFlaggedTensors) {
   }
   EXPECT_GT(decayed, 0);
   EXPECT_GT(kept, 0);
+}
+
+TEST(AdamwCpu, DecayRolesChooseTheDecayedTensors) {
+  // Biases only: the matrices keep their values, the biases shrink by lr * weight_decay.
+  quadratic_model<> model(6);
+  to::adamw_config cfg{.weight_decay = 0.5f};
+  cfg.decay_roles = {tk::tensor_role::bias};
+  to::adamw_cpu opt(model, cfg);
+  const std::vector<float> before(model.parameters().begin(), model.parameters().end());
+  model.zero_grad();
+  const float lr = 0.2f;
+  opt.step(model, lr);
+  for (const auto& info : model.parameter_layout()) {
+    const bool bias = info.name == "b1" || info.name == "b2";
+    for (std::size_t i = info.offset; i < info.offset + info.numel(); ++i) {
+      const double expected =
+          bias ? double(before[i]) * (1.0 - double(lr) * cfg.weight_decay) : double(before[i]);
+      EXPECT_NEAR(model.parameters()[i], expected, 1e-6 * std::abs(expected) + 1e-7)
+          << info.name << "[" << i << "]";
+    }
+  }
 }
 
 TEST(AdamwCpu, ClippingReturnsPreClipNormAndAppliesClippedUpdate) {
@@ -282,7 +304,7 @@ TEST(AdamwCpu, RejectsModelOfAnotherSizeAndBadLayouts) {
   EXPECT_THROW(opt.step(larger, 1e-3f), tk::config_error);
 
   quadratic_model<> outside(1);
-  outside.set_layout({{"w", {1000, 1000}, 0, true}});
+  outside.set_layout({{"w", {1000, 1000}, 0, tk::tensor_role::matrix}});
   try {
     to::adamw_cpu bad(outside, {});
     ADD_FAILURE() << "a tensor past the end of the buffer was accepted";
@@ -290,7 +312,8 @@ TEST(AdamwCpu, RejectsModelOfAnotherSizeAndBadLayouts) {
     EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
   }
   quadratic_model<> overlapping(1);
-  overlapping.set_layout({{"a", {10}, 0, false}, {"b", {10}, 5, true}});
+  overlapping.set_layout(
+      {{"a", {10}, 0, tk::tensor_role::bias}, {"b", {10}, 5, tk::tensor_role::matrix}});
   EXPECT_THROW(to::adamw_cpu(overlapping, {}), tk::config_error);
 }
 

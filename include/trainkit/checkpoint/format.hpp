@@ -7,24 +7,13 @@
 // manifest is written last, so its presence marks a complete directory. Since version 2 the
 // manifest ends with `"manifest_crc32c"`, the CRC-32C of every byte before that member, so a
 // manifest damaged on disk (or edited by hand) is refused rather than trusted; version 1
-// manifests (no checksum) still load, their tensors being checked by their own CRCs. Library
-// headers may not depend on a JSON library, so the writer is hand-written for this one schema and
-// the reader uses Boost.PropertyTree's JSON parser, checking every field's type and range itself.
+// manifests (no checksum) still load, their tensors being checked by their own CRCs. The writer
+// is hand-written for this one schema (one tensor per line, and the checksum must cover exact
+// bytes); the reader parses with nlohmann_json and checks every field's JSON type and range
+// itself: numbers must be JSON numbers (unsigned integers), names and meta values strings.
 #pragma once
 
-// Boost 1.74's JSON parser includes the deprecated <boost/bind.hpp>, which prints a #pragma
-// message in every translation unit unless this is defined; defining it changes nothing else
-// (the placeholders are global either way), and it is undone right after.
-#ifndef BOOST_BIND_GLOBAL_PLACEHOLDERS
-#define BOOST_BIND_GLOBAL_PLACEHOLDERS
-#define TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
-#endif
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
-#ifdef TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
-#undef BOOST_BIND_GLOBAL_PLACEHOLDERS
-#undef TRAINKIT_UNDEF_BOOST_BIND_GLOBAL_PLACEHOLDERS
-#endif
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -36,7 +25,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -199,7 +187,7 @@ inline std::string manifest_to_json(const manifest& m) {
 
 namespace detail {
 
-using boost::property_tree::ptree;
+using json = nlohmann::json;
 
 class manifest_reader {
  public:
@@ -209,39 +197,44 @@ class manifest_reader {
     throw format_error("malformed checkpoint manifest '" + source_ + "': " + what);
   }
 
-  const ptree& child(const ptree& node, const std::string& key, const std::string& where) const {
-    const auto it = node.find(key);  // a plain key lookup: no '.'-separated path parsing
-    if (it == node.not_found()) fail(where + ": missing \"" + key + "\"");
-    return it->second;
+  // `node` must be an object (checked by the caller).
+  const json& child(const json& node, const std::string& key, const std::string& where) const {
+    const auto it = node.find(key);
+    if (it == node.end()) fail(where + ": missing \"" + key + "\"");
+    return *it;
   }
 
-  // PropertyTree keeps scalars as text; a JSON object or array has children instead.
-  std::string scalar(const ptree& node, const std::string& where) const {
-    if (!node.empty()) fail(where + " must be a number or string, not an object or array");
-    return node.data();
-  }
-
-  template <class T>
-  T unsigned_number(const ptree& node, const std::string& where) const {
-    const std::string text = scalar(node, where);
-    T value{};
-    const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || r.ec != std::errc{} || r.ptr != text.data() + text.size())
-      fail(where + " must be an unsigned integer, got '" + text + "'");
-    return value;
-  }
-
-  // JSON arrays parse to children with empty keys; an empty array to a node with no data.
-  const ptree& array(const ptree& node, const std::string& where) const {
-    for (const auto& [key, value] : node)
-      if (!key.empty()) fail(where + " must be an array, not an object");
-    if (node.empty() && !node.data().empty()) fail(where + " must be an array");
+  const json& object(const json& node, const std::string& where) const {
+    if (!node.is_object()) fail(where + " must be an object, got " + text_of(node));
     return node;
   }
 
-  const std::string& source() const noexcept { return source_; }
+  const json& array(const json& node, const std::string& where) const {
+    if (!node.is_array()) fail(where + " must be an array, got " + text_of(node));
+    return node;
+  }
+
+  std::string string(const json& node, const std::string& where) const {
+    if (!node.is_string()) fail(where + " must be a string, got " + text_of(node));
+    return node.get<std::string>();
+  }
+
+  template <class T>
+  T unsigned_number(const json& node, const std::string& where) const {
+    if (!node.is_number_unsigned() ||
+        node.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<T>::max()))
+      fail(where + " must be an unsigned integer, got " + text_of(node));
+    return T(node.get<std::uint64_t>());
+  }
 
  private:
+  // A value as it reads in the file, for messages: strings between quotes without escapes.
+  static std::string text_of(const json& node) {
+    std::string text = node.is_string() ? node.get<std::string>() : node.dump();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return "'" + text + "'";
+  }
+
   std::string source_;
 };
 
@@ -252,19 +245,17 @@ namespace detail {
 enum class manifest_checksum { verify, skip };
 
 /// The parser behind parse_manifest; `skip` exists for fuzzing the fields behind the checksum.
-inline manifest parse_manifest(const std::string& json, const std::string& source,
+inline manifest parse_manifest(const std::string& json_text, const std::string& source,
                                manifest_checksum checksum) {
-  using detail::ptree;
   detail::manifest_reader r(source);
-  ptree root;
+  json root;
   try {
-    std::istringstream in(json);
-    boost::property_tree::read_json(in, root);
-  } catch (const boost::property_tree::json_parser_error& e) {
-    r.fail("line " + std::to_string(e.line()) + ": " + e.message());
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
+    r.fail(e.what());
   }
-  if (root.empty()) r.fail("empty, or not a JSON object");
-  const std::string magic = r.scalar(r.child(root, "format", "top level"), "\"format\"");
+  if (!root.is_object()) r.fail("top level is not a JSON object: missing \"format\"");
+  const std::string magic = r.string(r.child(root, "format", "top level"), "\"format\"");
   if (magic != format_magic)
     r.fail("\"format\" is '" + magic + "', expected '" + std::string(format_magic) + "'");
   const auto version =
@@ -273,47 +264,44 @@ inline manifest parse_manifest(const std::string& json, const std::string& sourc
     r.fail("unsupported version " + std::to_string(version) + " (this build reads versions " +
            std::to_string(oldest_format_version) + " to " + std::to_string(format_version) + ")");
   if (version >= 2 && checksum == manifest_checksum::verify) {
-    const std::size_t at = json.rfind(manifest_crc_marker);
+    const std::size_t at = json_text.rfind(manifest_crc_marker);
     if (at == std::string::npos)
       r.fail("no \"manifest_crc32c\" (a version 2 manifest ends with it)");
-    const std::string tail = json.substr(at + manifest_crc_marker.size());
+    const std::string tail = json_text.substr(at + manifest_crc_marker.size());
     const std::size_t digits = tail.find_first_not_of("0123456789");
     if (digits == 0 || digits == std::string::npos || tail.substr(digits) != "\n}\n")
       r.fail("\"manifest_crc32c\" must be the last member, an unsigned integer");
     const auto stored = r.unsigned_number<std::uint32_t>(
         r.child(root, "manifest_crc32c", "top level"), "\"manifest_crc32c\"");
-    if (stored != crc32c(json.data(), at))
+    if (stored != crc32c(json_text.data(), at))
       r.fail("manifest checksum mismatch (the file was damaged or edited)");
   }
 
   manifest m;
   m.version = int(version);
   m.step = r.unsigned_number<std::uint64_t>(r.child(root, "step", "top level"), "\"step\"");
-  const ptree& meta = r.child(root, "meta", "top level");
-  if (meta.empty() && !meta.data().empty()) r.fail("\"meta\" must be an object");
-  for (const auto& [key, value] : meta) {
-    if (key.empty()) r.fail("\"meta\" must be an object, not an array");
-    m.meta[key] = r.scalar(value, "meta \"" + key + "\"");
-  }
+  const json& meta = r.object(r.child(root, "meta", "top level"), "\"meta\"");
+  for (const auto& [key, value] : meta.items())
+    m.meta[key] = r.string(value, "meta \"" + key + "\"");
 
   std::set<std::string> names;
   std::uint64_t end_of_previous = 0;
-  const ptree& tensors = r.array(r.child(root, "tensors", "top level"), "\"tensors\"");
+  const json& tensors = r.array(r.child(root, "tensors", "top level"), "\"tensors\"");
   std::size_t index = 0;
-  for (const auto& [unused_key, node] : tensors) {
+  for (const json& node : tensors) {
     const std::string where = "tensors[" + std::to_string(index++) + "]";
-    if (node.empty()) r.fail(where + " must be an object");
+    r.object(node, where);
     manifest_entry e;
-    e.name = r.scalar(r.child(node, "name", where), where + ".name");
+    e.name = r.string(r.child(node, "name", where), where + ".name");
     const std::string tensor = where + " '" + e.name + "'";
     if (e.name.empty()) r.fail(where + " has an empty name");
     if (!names.insert(e.name).second) r.fail(tensor + " appears twice");
     try {
-      e.type = dtype_from_name(r.scalar(r.child(node, "dtype", tensor), tensor + ".dtype"));
+      e.type = dtype_from_name(r.string(r.child(node, "dtype", tensor), tensor + ".dtype"));
     } catch (const format_error& err) {
       r.fail(tensor + ": " + err.what());
     }
-    for (const auto& [k, dim] : r.array(r.child(node, "shape", tensor), tensor + ".shape")) {
+    for (const json& dim : r.array(r.child(node, "shape", tensor), tensor + ".shape")) {
       const auto d = r.unsigned_number<std::uint64_t>(dim, tensor + ".shape");
       if (d > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
         r.fail(tensor + ".shape has a dimension out of range");

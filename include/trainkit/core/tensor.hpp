@@ -2,9 +2,9 @@
 // optimizers and checkpointers.
 //
 // Models keep their parameters in one flat buffer (as llm.c does) and describe it with a list of
-// `tensor_info` (name, shape, offset). Optimizers walk the same list (e.g. to decide which tensors
-// get weight decay) and checkpointers serialise `state_tensor`s, raw byte views with a dtype and a
-// shape, so none of them needs to know the model's type.
+// `tensor_info` (name, shape, offset, role). Optimizers walk the same list (e.g. to decide from
+// the roles which tensors get weight decay) and checkpointers serialise `state_tensor`s, raw byte
+// views with a dtype and a shape, so none of them needs to know the model's type.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +18,7 @@
 
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/tensor_role.hpp"
 
 namespace trainkit {
 
@@ -26,34 +27,48 @@ enum class dtype : std::uint8_t { f32, f64, bf16, i32, u16, u8, u64 };
 
 constexpr std::size_t dtype_size(dtype t) noexcept {
   switch (t) {
-    case dtype::f32: return 4;
-    case dtype::f64: return 8;
-    case dtype::bf16: return 2;
-    case dtype::i32: return 4;
-    case dtype::u16: return 2;
-    case dtype::u8: return 1;
-    case dtype::u64: return 8;
+    case dtype::f32:
+      return 4;
+    case dtype::f64:
+      return 8;
+    case dtype::bf16:
+      return 2;
+    case dtype::i32:
+      return 4;
+    case dtype::u16:
+      return 2;
+    case dtype::u8:
+      return 1;
+    case dtype::u64:
+      return 8;
   }
   return 0;
 }
 
 constexpr std::string_view dtype_name(dtype t) noexcept {
   switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f64: return "f64";
-    case dtype::bf16: return "bf16";
-    case dtype::i32: return "i32";
-    case dtype::u16: return "u16";
-    case dtype::u8: return "u8";
-    case dtype::u64: return "u64";
+    case dtype::f32:
+      return "f32";
+    case dtype::f64:
+      return "f64";
+    case dtype::bf16:
+      return "bf16";
+    case dtype::i32:
+      return "i32";
+    case dtype::u16:
+      return "u16";
+    case dtype::u8:
+      return "u8";
+    case dtype::u64:
+      return "u64";
   }
   return "?";
 }
 
 /// Parses a name written by `dtype_name`; throws `format_error` naming the bad string.
 inline dtype dtype_from_name(std::string_view s) {
-  for (dtype t : {dtype::f32, dtype::f64, dtype::bf16, dtype::i32, dtype::u16, dtype::u8,
-                  dtype::u64}) {
+  for (dtype t :
+       {dtype::f32, dtype::f64, dtype::bf16, dtype::i32, dtype::u16, dtype::u8, dtype::u64}) {
     if (dtype_name(t) == s) return t;
   }
   throw format_error("unknown dtype '" + std::string(s) + "'");
@@ -62,19 +77,33 @@ inline dtype dtype_from_name(std::string_view s) {
 template <class T>
 constexpr dtype dtype_of() noexcept;
 template <>
-constexpr dtype dtype_of<float>() noexcept { return dtype::f32; }
+constexpr dtype dtype_of<float>() noexcept {
+  return dtype::f32;
+}
 template <>
-constexpr dtype dtype_of<double>() noexcept { return dtype::f64; }
+constexpr dtype dtype_of<double>() noexcept {
+  return dtype::f64;
+}
 template <>
-constexpr dtype dtype_of<bf16>() noexcept { return dtype::bf16; }
+constexpr dtype dtype_of<bf16>() noexcept {
+  return dtype::bf16;
+}
 template <>
-constexpr dtype dtype_of<std::int32_t>() noexcept { return dtype::i32; }
+constexpr dtype dtype_of<std::int32_t>() noexcept {
+  return dtype::i32;
+}
 template <>
-constexpr dtype dtype_of<std::uint16_t>() noexcept { return dtype::u16; }
+constexpr dtype dtype_of<std::uint16_t>() noexcept {
+  return dtype::u16;
+}
 template <>
-constexpr dtype dtype_of<std::uint8_t>() noexcept { return dtype::u8; }
+constexpr dtype dtype_of<std::uint8_t>() noexcept {
+  return dtype::u8;
+}
 template <>
-constexpr dtype dtype_of<std::uint64_t>() noexcept { return dtype::u64; }
+constexpr dtype dtype_of<std::uint64_t>() noexcept {
+  return dtype::u64;
+}
 
 inline std::size_t shape_numel(std::span<const std::int64_t> shape) noexcept {
   return std::accumulate(shape.begin(), shape.end(), std::size_t{1},
@@ -83,10 +112,10 @@ inline std::size_t shape_numel(std::span<const std::int64_t> shape) noexcept {
 
 /// One parameter tensor inside a model's flat parameter buffer.
 struct tensor_info {
-  std::string name;                  // the model's own names: llm.c's "wte", "wpe", "ln1w", ...
-  std::vector<std::int64_t> shape;   // row-major
-  std::size_t offset = 0;            // in elements from the start of the flat buffer
-  bool weight_decay = false;         // AdamW decays 2-D weight matrices only
+  std::string name;                 // the model's own names: llm.c's "wte", "wpe", "ln1w", ...
+  std::vector<std::int64_t> shape;  // row-major
+  std::size_t offset = 0;           // in elements from the start of the flat buffer
+  tensor_role role = tensor_role::matrix;  // what the tensor is (optimizers decide from it)
 
   std::size_t numel() const noexcept { return shape_numel(shape); }
   friend bool operator==(const tensor_info&, const tensor_info&) = default;

@@ -131,34 +131,35 @@ enum class gpt2_tensor : std::size_t {
   tensor_count
 };
 
-/// The tensors of the flat parameter buffer in llm.c's order, offsets packed without gaps.
-/// weight_decay marks the matrices (wte, wpe, qkvw, attprojw, fcw, fcprojw), as llm.c does.
+/// The tensors of the flat parameter buffer in llm.c's order, offsets packed without gaps, each
+/// with its role: wte and wpe embeddings, qkvw/attprojw/fcw/fcprojw matrices, their biases, and
+/// the LayerNorm gains and shifts as norm.
 inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   const std::int64_t Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len, L = cfg.num_layers,
                      C = cfg.channels;
   std::vector<tensor_info> out;
   std::size_t offset = 0;
-  auto add = [&](const char* name, std::vector<std::int64_t> shape, bool decay) {
-    tensor_info t{name, std::move(shape), offset, decay};
+  auto add = [&](const char* name, std::vector<std::int64_t> shape, tensor_role role) {
+    tensor_info t{name, std::move(shape), offset, role};
     offset += t.numel();
     out.push_back(std::move(t));
   };
-  add("wte", {Vp, C}, true);
-  add("wpe", {maxT, C}, true);
-  add("ln1w", {L, C}, false);
-  add("ln1b", {L, C}, false);
-  add("qkvw", {L, 3 * C, C}, true);
-  add("qkvb", {L, 3 * C}, false);
-  add("attprojw", {L, C, C}, true);
-  add("attprojb", {L, C}, false);
-  add("ln2w", {L, C}, false);
-  add("ln2b", {L, C}, false);
-  add("fcw", {L, 4 * C, C}, true);
-  add("fcb", {L, 4 * C}, false);
-  add("fcprojw", {L, C, 4 * C}, true);
-  add("fcprojb", {L, C}, false);
-  add("lnfw", {C}, false);
-  add("lnfb", {C}, false);
+  add("wte", {Vp, C}, tensor_role::embedding);
+  add("wpe", {maxT, C}, tensor_role::embedding);
+  add("ln1w", {L, C}, tensor_role::norm);
+  add("ln1b", {L, C}, tensor_role::norm);
+  add("qkvw", {L, 3 * C, C}, tensor_role::matrix);
+  add("qkvb", {L, 3 * C}, tensor_role::bias);
+  add("attprojw", {L, C, C}, tensor_role::matrix);
+  add("attprojb", {L, C}, tensor_role::bias);
+  add("ln2w", {L, C}, tensor_role::norm);
+  add("ln2b", {L, C}, tensor_role::norm);
+  add("fcw", {L, 4 * C, C}, tensor_role::matrix);
+  add("fcb", {L, 4 * C}, tensor_role::bias);
+  add("fcprojw", {L, C, 4 * C}, tensor_role::matrix);
+  add("fcprojb", {L, C}, tensor_role::bias);
+  add("lnfw", {C}, tensor_role::norm);
+  add("lnfb", {C}, tensor_role::norm);
   // One entry per gpt2_tensor, in the same order (the models index offsets with it).
   static_assert(std::size_t(gpt2_tensor::tensor_count) == 16);
   return out;

@@ -43,18 +43,14 @@
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
+#include "trainkit/model/detail/gpt2_batch_checks.hpp"
 #include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/detail/normal_sampler.hpp"
+#include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/step_protocol.hpp"
+#include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
-
-/// Constructor tag: all parameters zero, no random draws (e.g. before loading a model file).
-struct zero_parameters_t {
-  explicit zero_parameters_t() = default;
-};
-inline constexpr zero_parameters_t zero_parameters{};
 
 template <class Scalar>
 class basic_gpt2_cpu {
@@ -65,25 +61,11 @@ class basic_gpt2_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
 
-  /// GPT-2 initialisation from `seed`: matrices and embeddings N(0, 0.02), the residual
-  /// projections (attprojw, fcprojw) N(0, 0.02/√(2L)), biases 0, LayerNorm gains 1, and the padded
-  /// rows of wte zero. Draws are taken tensor by tensor in layout order. Throws config_error.
+  /// GPT-2 initialisation from `seed` (detail/gpt2_init.hpp: matrices and embeddings
+  /// N(0, 0.02), the residual projections N(0, 0.02/√(2L)), biases 0, LayerNorm gains 1, wte's
+  /// padded rows zero), the same weights gpt2_cuda starts from. Throws config_error.
   basic_gpt2_cpu(gpt2_config cfg, std::uint64_t seed) : basic_gpt2_cpu(cfg, zero_parameters) {
-    detail::normal_sampler normal(seed);
-    const double residual_std = 0.02 / std::sqrt(2.0 * cfg.num_layers);
-    for (const tensor_info& t : layout_) {
-      Scalar* p = params_.data() + t.offset;
-      if (t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw") {
-        std::fill_n(p, t.numel(), Scalar(1));  // LayerNorm gains
-      } else if (t.weight_decay) {
-        const double stddev = (t.name == "attprojw" || t.name == "fcprojw") ? residual_std : 0.02;
-        // wte's padded rows stay zero: they are not tokens, and zero keeps their logits inert.
-        const std::size_t n =
-            t.name == "wte" ? std::size_t(cfg.vocab_size) * cfg.channels : t.numel();
-        for (std::size_t i = 0; i < n; ++i) p[i] = Scalar(stddev * normal());
-      }
-      // biases stay zero
-    }
+    detail::gpt2_initialize(config_, seed, std::span<Scalar>(params_));
   }
 
   /// All parameters zero. Throws config_error for an invalid config.
@@ -164,8 +146,8 @@ class basic_gpt2_cpu {
       throw config_error("gpt2_cpu::forward_logits: " + std::to_string(inputs.size()) +
                          " inputs do not form a B=" + std::to_string(B) +
                          " T=" + std::to_string(T) + " batch");
-    check_tokens(inputs.data(), inputs.size(), "input", T);
-    check_shape(B, T);
+    detail::check_gpt2_tokens(config_, inputs.data(), inputs.size(), "input", T, "gpt2_cpu");
+    detail::check_gpt2_batch_shape(config_, B, T, "gpt2_cpu");
     prepare(B, T);
     forward_trunk(inputs.data());
     const std::size_t N = std::size_t(B) * T, Vp = std::size_t(config_.padded_vocab_size);
@@ -272,30 +254,12 @@ class basic_gpt2_cpu {
     on_bucket(i);
   }
 
-  void check_shape(int B, int T) const {
-    if (B <= 0 || T <= 0)
-      throw config_error("gpt2_cpu: batch shape B=" + std::to_string(B) +
-                         " T=" + std::to_string(T) + " is empty");
-    if (T > config_.max_seq_len)
-      throw config_error("gpt2_cpu: sequence length T=" + std::to_string(T) +
-                         " exceeds max_seq_len " + std::to_string(config_.max_seq_len));
-  }
-
-  void check_tokens(const std::int32_t* tokens, std::size_t n, const char* what, int T) const {
-    if (!tokens) throw config_error(std::string("gpt2_cpu: batch has no ") + what + " tokens");
-    for (std::size_t i = 0; i < n; ++i) {
-      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
-        throw config_error(
-            std::string("gpt2_cpu: ") + what + " token " + std::to_string(tokens[i]) +
-            " at (b=" + std::to_string(i / T) + ", t=" + std::to_string(i % T) +
-            ") is outside [0, vocab_size=" + std::to_string(config_.vocab_size) + ")");
-    }
-  }
-
   void check_batch(const batch_view<host_memory>& batch) const {
-    check_shape(batch.batch_size, batch.seq_len);
-    check_tokens(batch.inputs, batch.tokens(), "input", batch.seq_len);
-    check_tokens(batch.targets, batch.tokens(), "target", batch.seq_len);
+    detail::check_gpt2_batch_shape(config_, batch.batch_size, batch.seq_len, "gpt2_cpu");
+    detail::check_gpt2_tokens(config_, batch.inputs, batch.tokens(), "input", batch.seq_len,
+                              "gpt2_cpu");
+    detail::check_gpt2_tokens(config_, batch.targets, batch.tokens(), "target", batch.seq_len,
+                              "gpt2_cpu");
   }
 
   int classifier_rows(std::size_t N) const {

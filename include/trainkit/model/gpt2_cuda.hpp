@@ -58,11 +58,12 @@
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/flash_attention.cuh"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
-#include "trainkit/model/cuda/gpt2_host_init.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/cuda/loss_sum.cuh"
 #include "trainkit/model/cuda/matmul.cuh"
 #include "trainkit/model/cuda/token_buckets.cuh"
+#include "trainkit/model/detail/gpt2_batch_checks.hpp"
+#include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/step_protocol.hpp"
 #ifdef TRAINKIT_HAS_CUDNN_FRONTEND
@@ -88,7 +89,7 @@ class gpt2_cuda {
 
   /// gpt2_cpu's initialisation of `seed`, rounded to bf16. Throws config_error or cuda_error.
   gpt2_cuda(gpt2_config cfg, std::uint64_t seed, gpt2_cuda_options opt = {})
-      : gpt2_cuda(cfg, gpt2_initial_parameters(cfg, seed), opt) {}
+      : gpt2_cuda(cfg, detail::gpt2_initial_parameters<float>(cfg, seed), opt) {}
 
   /// The shape and weights of a host model (e.g. gpt2_cpu, or one loaded from an llm.c file).
   template <gpt2_host_weights Host>
@@ -309,14 +310,11 @@ class gpt2_cuda {
     return cfg;
   }
 
+  // Token ids are checked on the device (the encoder's flags, reported after the step).
   void check_batch(const batch_view<device_memory>& b) const {
-    if (b.batch_size <= 0 || b.seq_len <= 0)
-      throw config_error("gpt2_cuda: batch shape B=" + std::to_string(b.batch_size) +
-                         " T=" + std::to_string(b.seq_len) + " is empty");
-    if (b.seq_len > config_.max_seq_len)
-      throw config_error("gpt2_cuda: sequence length T=" + std::to_string(b.seq_len) +
-                         " exceeds max_seq_len " + std::to_string(config_.max_seq_len));
-    if (!b.inputs || !b.targets) throw config_error("gpt2_cuda: batch has no tokens");
+    detail::check_gpt2_batch_shape(config_, b.batch_size, b.seq_len, "gpt2_cuda");
+    detail::check_gpt2_tokens_given(b.inputs, "input", "gpt2_cuda");
+    detail::check_gpt2_tokens_given(b.targets, "target", "gpt2_cuda");
   }
 
   void upload_parameters(std::span<const float> in) {

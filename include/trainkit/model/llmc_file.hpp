@@ -10,6 +10,10 @@
 // The span functions serve any model that can show its parameters on the host; the
 // basic_gpt2_cpu overloads wrap them. Writes go to "<path>.tmp" and are renamed into place, so a
 // crash never leaves a truncated file under the real name.
+//
+// No Eigen: this header only declares basic_gpt2_cpu, so nvcc units (gpt_fineweb's CUDA driver)
+// read and write llm.c files through the span functions. A caller of the basic_gpt2_cpu overloads
+// includes model/gpt2_cpu.hpp, as it must to have such a model.
 #pragma once
 
 #include <algorithm>
@@ -28,9 +32,12 @@
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
+
+template <class Scalar>
+class basic_gpt2_cpu;  // model/gpt2_cpu.hpp
 
 inline constexpr std::int32_t llmc_model_magic = 20240326;
 inline constexpr std::int32_t llmc_version_fp32 = 3;

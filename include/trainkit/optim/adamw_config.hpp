@@ -9,6 +9,7 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/tensor_role.hpp"
 #include "trainkit/optim/detail/number_text.hpp"
 
 namespace trainkit::optim {
@@ -19,8 +20,11 @@ struct adamw_config {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
-  float weight_decay = 0.1f;  // decoupled; only on tensors flagged weight_decay
+  float weight_decay = 0.1f;  // decoupled; only on tensors whose role is in decay_roles
   float grad_clip = 1.0f;     // max global gradient norm; 0 = off
+  // llm.c's rule (it decays the 2-D tensors): matrices and both embeddings (wte and wpe), not
+  // biases or LayerNorm parameters.
+  tensor_role_set decay_roles{tensor_role::embedding, tensor_role::matrix};
 
   friend bool operator==(const adamw_config&, const adamw_config&) = default;
 
@@ -42,12 +46,13 @@ struct adamw_config {
                          number_text(grad_clip));
   }
 
-  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1" for logs and manifests.
+  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1 decay_roles=embedding,matrix"
+  /// for logs and manifests.
   std::string to_string() const {
     using detail::number_text;
     return "beta1=" + number_text(beta1) + " beta2=" + number_text(beta2) +
            " eps=" + number_text(eps) + " weight_decay=" + number_text(weight_decay) +
-           " grad_clip=" + number_text(grad_clip);
+           " grad_clip=" + number_text(grad_clip) + " decay_roles=" + decay_roles.to_string();
   }
 };
 

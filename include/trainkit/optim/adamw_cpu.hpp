@@ -2,8 +2,8 @@
 //
 // The update is the one llm.c's `adamw_update` and PyTorch's AdamW compute: first and second
 // moments with bias correction and *decoupled* weight decay (Loshchilov & Hutter 2019), applied
-// only to tensors whose `tensor_info::weight_decay` is set: GPT-2's 2-D matrices and both
-// embeddings (wte and wpe, as llm.c decays them); biases and LayerNorm gains are left alone. The
+// only to tensors whose role is in `adamw_config::decay_roles`; by default (llm.c's rule) the
+// matrices and both embeddings, wte and wpe, decay and biases and LayerNorm parameters do not. The
 // trainer's clipping step (grad_clip.hpp) hands `update` the clipping factor, which is folded into
 // the same pass as a scale on the gradient, so gradients are read once and never modified. The
 // update is elementwise, so its OpenMP split cannot change results. Moments, update and state
@@ -28,6 +28,7 @@
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/decay_segments.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
 namespace trainkit::optim {
@@ -53,7 +54,7 @@ class basic_adamw_cpu {
         m_(static_cast<std::size_t>(model.num_parameters()), Scalar(0)),
         v_(m_.size(), Scalar(0)) {
     config_.validate();
-    build_segments();
+    segments_ = decay_segments(layout_, m_.size(), config_.decay_roles, "adamw_cpu");
   }
 
   /// Clipping by global norm at `config().grad_clip`, then `update`: what the trainer does, for
@@ -99,7 +100,7 @@ class basic_adamw_cpu {
     Scalar* v = v_.data();
 #pragma omp parallel
     {
-      for (const segment& s : segments_) {
+      for (const decay_segment& s : segments_) {
         const Scalar decay = s.decay ? static_cast<Scalar>(config_.weight_decay) : Scalar(0);
         const auto blocks = std::ptrdiff_t((s.end - s.begin + update_block - 1) / update_block);
         // Segments are disjoint, so a thread may move on without waiting for the others.
@@ -171,39 +172,9 @@ class basic_adamw_cpu {
     P -= k.rate * ((M / k.bias1) / ((V / k.bias2).sqrt() + k.eps) + decay * P);
   }
 
-  struct segment {
-    std::size_t begin = 0;  // element range [begin, end) of the flat buffer
-    std::size_t end = 0;
-    bool decay = false;
-  };
-
-  // Turns the layout into sorted, disjoint ranges covering the whole buffer; elements no tensor
-  // names (padding) get no decay, like 1-D tensors.
-  void build_segments() {
-    std::vector<const tensor_info*> sorted;
-    for (const tensor_info& t : layout_) sorted.push_back(&t);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
-    std::size_t cursor = 0;
-    for (const tensor_info* t : sorted) {
-      const std::size_t end = t->offset + t->numel();
-      if (end > m_.size() || end < t->offset)
-        throw config_error("adamw_cpu: tensor '" + t->name + "' (offset " +
-                           std::to_string(t->offset) + ", " + std::to_string(t->numel()) +
-                           " elements) lies outside the model's " + std::to_string(m_.size()) +
-                           " parameters");
-      if (t->offset < cursor)
-        throw config_error("adamw_cpu: tensor '" + t->name + "' overlaps the tensor before it");
-      if (t->offset > cursor) segments_.push_back({cursor, t->offset, false});
-      if (end > t->offset) segments_.push_back({t->offset, end, t->weight_decay});
-      cursor = end;
-    }
-    if (cursor < m_.size()) segments_.push_back({cursor, m_.size(), false});
-  }
-
   adamw_config config_;
   std::vector<tensor_info> layout_;
-  std::vector<segment> segments_;
+  std::vector<decay_segment> segments_;
   std::vector<Scalar> m_;  // (N,) first moment
   std::vector<Scalar> v_;  // (N,) second moment
   std::uint64_t step_ = 0;

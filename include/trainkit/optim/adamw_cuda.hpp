@@ -1,13 +1,13 @@
 // trainkit/optim/adamw_cuda.hpp — AdamW for models in device memory with bf16 parameters
 // (gpt2_cuda): fp32 master weights and moments, one fused update kernel.
 //
-// The math is adamw_cpu's (same `adamw_config`, decoupled weight decay only on tensors whose
-// tensor_info::weight_decay is set, bias correction with t = steps taken). What differs is where
-// numbers live: the model's bf16 parameters are only a rounded copy of fp32 master weights kept
-// here (initialised from the model's parameters at construction), so updates far below a bf16
-// ulp accumulate instead of vanishing; after each update the master weights are rounded back into
-// the model (to nearest even; stochastic rounding is an option, off by default because it makes
-// runs depend on the seed).
+// The math is adamw_cpu's (same `adamw_config`, decoupled weight decay only on tensors whose role
+// is in adamw_config::decay_roles, the same decay_segments, bias correction with t = steps taken).
+// What differs is where numbers live: the model's bf16 parameters are only a rounded copy of fp32
+// master weights kept here (initialised from the model's parameters at construction), so updates
+// far below a bf16 ulp accumulate instead of vanishing; after each update the master weights are
+// rounded back into the model (to nearest even; stochastic rounding is an option, off by default
+// because it makes runs depend on the seed).
 //
 // In the trainer, `update` is one launch on the execution context's stream: the fused update,
 // reading the clipping factor the trainer's clipping step (device_grad_clip.hpp) left in device
@@ -40,6 +40,7 @@
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
+#include "trainkit/optim/decay_segments.hpp"
 #include "trainkit/optim/device_grad_clip.hpp"
 
 namespace trainkit::optim {
@@ -224,32 +225,14 @@ class adamw_cuda {
     stream_.synchronize();
   }
 
-  // Sorted, disjoint segments covering [0, N) (adamw_cpu's rule: elements no tensor names get no
-  // decay), each cut into kernels::update_chunk-element chunks numbered consecutively.
+  // decay_segments (adamw_cpu's ranges), each cut into kernels::update_chunk-element chunks
+  // numbered consecutively.
   void build_segments() {
-    std::vector<const tensor_info*> sorted;
-    for (const tensor_info& t : layout_) sorted.push_back(&t);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
+    const std::vector<decay_segment> ranges =
+        decay_segments(layout_, n_, config_.decay_roles, "adamw_cuda");
     std::vector<kernels::update_segment> segs;
-    auto add = [&](std::size_t begin, std::size_t end, bool decay) {
-      segs.push_back({begin, end, 0, decay ? config_.weight_decay : 0.0f});
-    };
-    std::size_t cursor = 0;
-    for (const tensor_info* t : sorted) {
-      const std::size_t end = t->offset + t->numel();
-      if (end > n_ || end < t->offset)
-        throw config_error("adamw_cuda: tensor '" + t->name + "' (offset " +
-                           std::to_string(t->offset) + ", " + std::to_string(t->numel()) +
-                           " elements) lies outside the model's " + std::to_string(n_) +
-                           " parameters");
-      if (t->offset < cursor)
-        throw config_error("adamw_cuda: tensor '" + t->name + "' overlaps the tensor before it");
-      if (t->offset > cursor) add(cursor, t->offset, false);
-      if (end > t->offset) add(t->offset, end, t->weight_decay);
-      cursor = end;
-    }
-    if (cursor < n_) add(cursor, n_, false);
+    for (const decay_segment& r : ranges)
+      segs.push_back({r.begin, r.end, 0, r.decay ? config_.weight_decay : 0.0f});
     if (segs.size() > std::size_t(kernels::max_segments))
       throw config_error(
           "adamw_cuda: the parameter layout splits into " + std::to_string(segs.size()) +

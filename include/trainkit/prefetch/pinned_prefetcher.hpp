@@ -19,26 +19,24 @@
 //    asynchronously on `s` never sees its batch change under it. The trainer binds its training
 //    prefetcher to its execution context this way (`bind_context`).
 //
-// The ring has Depth + 1 slots (Depth ready ahead + the one the consumer holds); a pinned host
-// slot is refilled only after its previous copy has landed. Position bookkeeping, error transport
-// (the source's exception re-thrown from next() after the batches before it) and seek() follow
-// threaded_prefetcher.hpp. wait_ms() is the host time the last next() blocked; last_h2d_ms() is
-// the device time of the copy behind the batch last returned, measured with its events once the
-// copy has finished (it overlaps compute, so it is the copy's cost, not a stall).
-// Host-compilable (cuda_runtime.h only); link trainkit::cuda.
-// Recipe: `prefetch::pinned<Depth>` (bind<S> = pinned_prefetcher<S, Depth>).
+// The ring (Depth ready ahead + the one the consumer holds), its worker, position bookkeeping,
+// error transport (the source's exception re-thrown from next() after the batches before it) and
+// stopping live in detail/ring_worker.hpp, shared with threaded_prefetcher; a pinned host slot is
+// refilled only after its previous copy has landed. wait_ms() is the host time the last next()
+// blocked; last_h2d_ms() is the device time of the copy behind the batch last returned, measured
+// with its events once the copy has finished (it overlaps compute, so it is the copy's cost, not a
+// stall). Host-compilable (cuda_runtime.h only); link trainkit::cuda. Recipe:
+// `prefetch::pinned<Depth>` (bind<S> = pinned_prefetcher<S, Depth>).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <array>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <mutex>
-#include <thread>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "trainkit/core/batch.hpp"
@@ -53,6 +51,7 @@
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/prefetch/concepts.hpp"
+#include "trainkit/prefetch/detail/ring_worker.hpp"
 
 namespace trainkit::prefetch {
 
@@ -70,7 +69,12 @@ class pinned_prefetcher {
   /// Allocates the slots on the current CUDA device and starts the worker. Throws cuda_error
   /// (e.g. no device) or config_error (an empty batch shape).
   explicit pinned_prefetcher(S source)
-      : source_(std::move(source)), device_(cuda::current_device()) {
+      : source_(std::move(source)),
+        device_(cuda::current_device()),
+        ring_({.fill = [this](slot& s) { return fill(s); },
+               .on_release = [this](slot& s) { release(s); },
+               // The runtime's current device is per thread: use the one the slots live on.
+               .on_worker_start = [this] { TRAINKIT_CUDA_CHECK(cudaSetDevice(device_)); }}) {
     const long long b = source_.batch_size(), t = source_.seq_len();
     if (b <= 0 || t <= 0)
       throw config_error("pinned_prefetcher: batch shape B=" + std::to_string(b) +
@@ -78,14 +82,13 @@ class pinned_prefetcher {
     batch_ = int(b);
     seq_ = int(t);
     tokens_ = std::size_t(b) * std::size_t(t);
-    for (slot& s : ring_) {
+    for (slot& s : ring_.ring()) {
       // Write-combined: the host only writes these (memcpy), the copy engine only reads them.
       s.host = cuda::pinned_buffer<std::int32_t>(2 * tokens_, cudaHostAllocWriteCombined);
       s.device = cuda::device_buffer<std::int32_t>(2 * tokens_);  // inputs then targets (2, B, T)
     }
     vocab_ = source_.vocab_size();
-    last_position_ = source_.position();
-    start_worker();
+    ring_.start(source_.position());
   }
 
   // The worker thread holds `this`: the object cannot move.
@@ -93,7 +96,7 @@ class pinned_prefetcher {
   pinned_prefetcher& operator=(const pinned_prefetcher&) = delete;
 
   ~pinned_prefetcher() {
-    stop_worker();
+    ring_.stop();
     // Copies still queued read the pinned slots we are about to free.
     (void)cudaStreamSynchronize(copy_stream_.get());
   }
@@ -107,13 +110,8 @@ class pinned_prefetcher {
   /// nullptr returns to host-synchronous hand-over. Call between batches (not concurrently with
   /// next()); `s` must outlive the prefetcher or be unbound first.
   void bind_consumer_stream(cudaStream_t s) {
-    std::lock_guard lock(mutex_);
-    if (consumer_bound_ && released_ < consumed_) {
-      // The held batch was handed to the old stream: its slot waits for that stream's work.
-      slot& held = ring_[(consumed_ - 1) % slots];
-      held.released.record(consumer_);
-      held.released_recorded = true;
-    }
+    // The held batch was handed to the old stream: its slot waits for that stream's work.
+    ring_.with_held_slot([&](slot& held) { release(held); });
     consumer_ = s;
     consumer_bound_ = s != nullptr;
   }
@@ -124,22 +122,11 @@ class pinned_prefetcher {
   batch_view<device_memory> next() {
     stopwatch sw;
     slot* s = nullptr;
-    {
-      std::unique_lock lock(mutex_);
-      if (released_ < consumed_) {  // the caller is done with the batch of the previous next()
-        release_held_slot();
-        released_ = consumed_;
-        slot_free_.notify_one();
-      }
-      batch_ready_.wait(lock, [&] { return produced_ > consumed_ || error_; });
-      if (produced_ == consumed_) {
-        wait_ms_ = sw.elapsed_ms();
-        std::rethrow_exception(error_);
-      }
-      s = &ring_[consumed_ % slots];
-      ++consumed_;
-      slot_free_.notify_one();  // one more may now be prefetched
-      last_position_ = s->position_after;
+    try {
+      s = &ring_.acquire();
+    } catch (...) {
+      wait_ms_ = sw.elapsed_ms();
+      throw;
     }
     // The worker does not touch a slot between producing it and its release: no lock needed.
     stopwatch copy_wait;
@@ -166,37 +153,16 @@ class pinned_prefetcher {
   double last_h2d_wait_ms() const noexcept { return last_h2d_wait_ms_; }
 
   /// The source position just after the batch last returned by next() (or the starting position).
-  source_position position() const {
-    std::lock_guard lock(mutex_);
-    return last_position_;
-  }
+  source_position position() const { return ring_.position(); }
 
   /// Drops everything prefetched and continues from `p` (see threaded_prefetcher::seek).
   void seek(const source_position& p) {
-    stop_worker();
+    ring_.stop();
     // The held batch may still be read on the consumer stream, and copies may be in flight:
     // both finish before slots are reused from index 0.
     if (consumer_bound_) TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(consumer_));
     copy_stream_.synchronize();
-    std::exception_ptr rejected;
-    try {
-      source_.seek(p);
-    } catch (...) {
-      rejected = std::current_exception();
-      try {
-        source_.seek(last_position_);  // the prefetched batches moved it on: put it back
-      } catch (...) {
-        produced_ = consumed_ = released_ = 0;
-        error_ = std::current_exception();  // unrecoverable: every next() will say why
-        std::rethrow_exception(rejected);
-      }
-    }
-    {
-      std::lock_guard lock(mutex_);
-      last_position_ = source_.position();
-    }
-    start_worker();
-    if (rejected) std::rethrow_exception(rejected);
+    ring_.seek(source_, p);
   }
 
   int batch_size() const noexcept { return batch_; }
@@ -206,16 +172,15 @@ class pinned_prefetcher {
   cudaStream_t copy_stream() const noexcept { return copy_stream_.get(); }
 
  private:
-  static constexpr std::size_t slots = Depth + 1;
-
   struct slot {
     cuda::pinned_buffer<std::int32_t> host;    // (2, B, T) inputs then targets
     cuda::device_buffer<std::int32_t> device;  // (2, B, T)
     cuda::event copy_start{true};
     cuda::event copied{true};
     cuda::event released{false};  // recorded on the consumer stream when the batch is given back
+    // Written under the ring's lock when the slot is given back; the worker reads it only once
+    // the ring has handed it the released slot (the lock orders the two).
     bool released_recorded = false;
-    source_position position_after;
   };
 
   static double copy_ms(const slot& s) {
@@ -224,83 +189,36 @@ class pinned_prefetcher {
     return double(ms);
   }
 
-  // Under the lock: the consumer gives back the slot of the previous next().
-  void release_held_slot() {
-    slot& held = ring_[(consumed_ - 1) % slots];
-    // A host-synchronous consumer is done by now. A flag left from a bound period is harmless:
-    // waiting on an event that has completed costs nothing.
+  // Consumer thread, under the ring's lock: the consumer gives back the slot it held. A
+  // host-synchronous consumer is done by now. A flag left from a bound period is harmless:
+  // waiting on an event that has completed costs nothing.
+  void release(slot& held) {
     if (consumer_bound_) {
       held.released.record(consumer_);
       held.released_recorded = true;
     }
   }
 
-  void start_worker() {
-    produced_ = consumed_ = released_ = 0;
-    error_ = nullptr;
-    stop_ = false;
-    worker_ = std::thread([this] { produce(); });
-  }
-
-  void stop_worker() noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    slot_free_.notify_all();
-    batch_ready_.notify_all();
-    if (worker_.joinable()) worker_.join();
-  }
-
-  void produce() {
-    try {
-      // The runtime's current device is per thread: use the one the slots live on.
-      TRAINKIT_CUDA_CHECK(cudaSetDevice(device_));
-      for (;;) {
-        std::size_t index;
-        bool wait_release;
-        {
-          std::unique_lock lock(mutex_);
-          slot_free_.wait(lock, [&] {
-            return stop_ || (produced_ - consumed_ < Depth && produced_ - released_ < slots);
-          });
-          if (stop_) return;
-          index = produced_ % slots;
-          wait_release = ring_[index].released_recorded;
-        }
-        slot& s = ring_[index];
-        source_.next(scratch_);
-        const source_position after = source_.position();
-        if (scratch_.inputs.size() != tokens_ || scratch_.targets.size() != tokens_)
-          throw config_error("pinned_prefetcher: the source produced a batch of " +
-                             std::to_string(scratch_.inputs.size()) + " tokens, expected " +
-                             std::to_string(tokens_));
-        s.copied.synchronize();  // the previous copy out of this pinned slot has landed
-        std::memcpy(s.host.data(), scratch_.inputs.data(), tokens_ * sizeof(std::int32_t));
-        std::memcpy(s.host.data() + tokens_, scratch_.targets.data(),
-                    tokens_ * sizeof(std::int32_t));
-        // The consumer may still read the device slot on its stream: copy after it is done.
-        if (wait_release) s.released.wait_on(copy_stream_.get());
-        s.copy_start.record(copy_stream_.get());
-        cuda::copy_to_device_async(s.device.data(),
-                                   std::span<const std::int32_t>(s.host.data(), 2 * tokens_),
-                                   copy_stream_.get());
-        s.copied.record(copy_stream_.get());
-        {
-          std::lock_guard lock(mutex_);
-          if (stop_) return;
-          s.position_after = after;
-          ++produced_;
-        }
-        batch_ready_.notify_one();
-      }
-    } catch (...) {
-      {
-        std::lock_guard lock(mutex_);
-        error_ = std::current_exception();
-      }
-      batch_ready_.notify_one();
-    }
+  // Worker thread: one batch from the source into the slot's pinned memory, then its copy to the
+  // slot's device memory enqueued on the copy stream.
+  source_position fill(slot& s) {
+    source_.next(scratch_);
+    const source_position after = source_.position();
+    if (scratch_.inputs.size() != tokens_ || scratch_.targets.size() != tokens_)
+      throw config_error("pinned_prefetcher: the source produced a batch of " +
+                         std::to_string(scratch_.inputs.size()) + " tokens, expected " +
+                         std::to_string(tokens_));
+    s.copied.synchronize();  // the previous copy out of this pinned slot has landed
+    std::memcpy(s.host.data(), scratch_.inputs.data(), tokens_ * sizeof(std::int32_t));
+    std::memcpy(s.host.data() + tokens_, scratch_.targets.data(), tokens_ * sizeof(std::int32_t));
+    // The consumer may still read the device slot on its stream: copy after it is done.
+    if (s.released_recorded) s.released.wait_on(copy_stream_.get());
+    s.copy_start.record(copy_stream_.get());
+    cuda::copy_to_device_async(s.device.data(),
+                               std::span<const std::int32_t>(s.host.data(), 2 * tokens_),
+                               copy_stream_.get());
+    s.copied.record(copy_stream_.get());
+    return after;
   }
 
   S source_;  // touched only by the worker while it runs
@@ -308,24 +226,13 @@ class pinned_prefetcher {
   int batch_ = 0, seq_ = 0, vocab_ = 0;  // the source's shape, read once: the worker owns source_
   std::size_t tokens_ = 0;               // B·T
   cuda::stream copy_stream_{true};
-  std::array<slot, slots> ring_;
   host_batch scratch_;  // worker only: the source fills it, then it is copied into a pinned slot
-
-  mutable std::mutex mutex_;
-  std::condition_variable slot_free_;
-  std::condition_variable batch_ready_;
-  std::uint64_t produced_ = 0;  // batches whose copy is enqueued
-  std::uint64_t consumed_ = 0;  // batches next() has returned
-  std::uint64_t released_ = 0;  // returned batches whose slot may be reused
-  std::exception_ptr error_;
-  bool stop_ = false;
-  cudaStream_t consumer_ = nullptr;
-  bool consumer_bound_ = false;
-  source_position last_position_;
-  double wait_ms_ = 0.0;           // consumer thread only
-  double last_h2d_ms_ = 0.0;       // consumer thread only
-  double last_h2d_wait_ms_ = 0.0;  // consumer thread only
-  std::thread worker_;
+  detail::ring_worker<slot, Depth> ring_;
+  cudaStream_t consumer_ = nullptr;  // consumer thread only (release() runs on it)
+  bool consumer_bound_ = false;      // consumer thread only
+  double wait_ms_ = 0.0;             // consumer thread only
+  double last_h2d_ms_ = 0.0;         // consumer thread only
+  double last_h2d_wait_ms_ = 0.0;    // consumer thread only
 };
 
 /// Recipe: a worker thread keeps Depth batches copied to the device ahead of next().

@@ -1,8 +1,8 @@
-// Tests for the matrix products under gpt2_cpu (model/detail/gpt2_cpu_kernels.hpp): every
+// Tests for the CPU GEMM funnel (core/linalg/gemm_cpu.hpp), which gpt2_cpu's layers use: every
 // transposition of A and B, assignment and accumulation, row and column slabs over several
 // OpenMP thread counts, against a double-precision triple loop. The model tests run with one
 // thread, so this is where the per-thread slab arithmetic is checked.
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"  // first: the header compiles on its own
+#include "trainkit/core/linalg/gemm_cpu.hpp"  // first: the header compiles on its own
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <omp.h>
 #endif
 
-namespace k = trainkit::model::detail;
+namespace k = trainkit::linalg;
 
 namespace {
 

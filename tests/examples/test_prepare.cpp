@@ -1,4 +1,4 @@
-// tests/tokenizer/test_prepare.cpp — the `prepare` tool: text/JSONL/stdin -> llm.c shards.
+// tests/examples/test_prepare.cpp — the `prepare` tool: text/JSONL/stdin -> llm.c shards.
 //
 // Runs run_prepare on small generated inputs and reads the shards back with the data library:
 // the token stream must be EOT + encode(doc) for each document in order, split into the val
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../../examples/gpt_fineweb/prepare.hpp"
+#include "prepare.hpp"
 #include "tokenizer_test_support.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
