@@ -67,11 +67,13 @@ if [[ $mode == build ]]; then
     cp "$bin" "$carry/bin/$t"
     strip "$carry/bin/$t"
   done
-  # Shared libraries a bare CUDA machine may lack (utf8proc, libgomp; libstdc++ in case its is
-  # older). glibc stays the machine's own; cuBLASLt is found there (too big to carry).
+  # Shared libraries a bare CUDA machine may lack (utf8proc, libgomp, Open MPI's for gpt_fineweb's
+  # --reducer mpi; libstdc++ in case its is older). glibc stays the machine's own; cuBLASLt,
+  # cuDNN and NCCL are found there or in its PyTorch environment's nvidia/*/lib (too big to
+  # carry: libnccl alone is ~200 MiB).
   for lib in $(ldd "$carry"/bin/* | awk '/=>/ {print $3}' | sort -u); do
     case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*|libcudnn*) ;;
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*|libcudnn*|libnccl*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done
