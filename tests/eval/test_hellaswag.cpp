@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,28 @@ using trainkit::eval::score_hellaswag;
 
 constexpr int V = 10;
 
-/// Logits where every row is `row(inputs, p)`, V columns plus `pad` padding columns.
+/// The committed fixture in hellaswag_val.jsonl's format, tokenized with the bundled vocabulary.
+std::vector<hellaswag_example> fixture_examples() {
+  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
+  if (!vocab) throw std::runtime_error("the bundled GPT-2 vocabulary is missing");
+  const auto tok = trainkit::tokenizer::gpt2_tokenizer::from_directory(*vocab);
+  return trainkit::eval::read_hellaswag(
+      fs::path(TRAINKIT_SOURCE_DIR) / "tests/eval/hellaswag_fixture.jsonl",
+      [&](const std::string& s) { return tok.encode(s); });
+}
+
+// One example scored by a CPU GPT-2, as `gpt_fineweb eval` scores it.
+trainkit::eval::hellaswag_scores score_with(trainkit::model::gpt2_cpu& m,
+                                            const hellaswag_example& ex) {
+  const auto& cfg = m.config();
+  auto logits = [&](std::span<const std::int32_t> in) {
+    return m.forward_logits(in, 1, int(in.size()));
+  };
+  return score_hellaswag(ex, logits, cfg.vocab_size, std::size_t(cfg.padded_vocab_size),
+                         std::size_t(cfg.max_seq_len));
+}
+
+// Logits where every row is `row(inputs, p)`, V columns plus `pad` padding columns.
 template <class Row>
 auto synthetic(Row row, std::size_t pad, std::vector<float>& store) {
   return [row, pad, &store](std::span<const std::int32_t> in) {
@@ -148,12 +170,7 @@ TEST(Hellaswag, ReadsTheOfficialFormat) {
 
 // trainkit's CPU GPT-2 on the committed fixture (GPT-2 tokens), against numpy over the export.
 TEST(Hellaswag, Gpt2CpuAgreesWithNumpyOnTheFixture) {
-  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
-  ASSERT_TRUE(vocab.has_value());
-  const auto tok = trainkit::tokenizer::gpt2_tokenizer::from_directory(*vocab);
-  const auto examples = trainkit::eval::read_hellaswag(
-      fs::path(TRAINKIT_SOURCE_DIR) / "tests/eval/hellaswag_fixture.jsonl",
-      [&](const std::string& s) { return tok.encode(s); });
+  const auto examples = fixture_examples();
   ASSERT_EQ(examples.size(), 3u);
   trainkit::model::gpt2_config cfg;
   cfg.max_seq_len = 64;
@@ -171,11 +188,7 @@ TEST(Hellaswag, Gpt2CpuAgreesWithNumpyOnTheFixture) {
   nlohmann::json ex_json = nlohmann::json::array(), scores = nlohmann::json::array();
   trainkit::eval::hellaswag_result r;
   for (const auto& ex : examples) {
-    auto logits = [&](std::span<const std::int32_t> in) {
-      return m.forward_logits(in, 1, int(in.size()));
-    };
-    const auto s = score_hellaswag(ex, logits, cfg.vocab_size, std::size_t(cfg.padded_vocab_size),
-                                   std::size_t(cfg.max_seq_len));
+    const auto s = score_with(m, ex);
     trainkit::eval::accumulate(r, ex, s);
     ex_json.push_back({{"context", ex.context}, {"endings", ex.endings}, {"label", ex.label}});
     scores.push_back({{"sum_loss", s.sum_loss}, {"pred", s.pred}, {"pred_norm", s.pred_norm}});
@@ -193,12 +206,7 @@ TEST(Hellaswag, Gpt2CpuAgreesWithNumpyOnTheFixture) {
 // ending and example 2 another one, so the expected accuracy is exactly 2/3 (a scorer reading the
 // wrong positions, or the wrong ending's tokens, cannot reproduce the taught choice three times).
 TEST(Hellaswag, TrainedTinyModelPicksTheEndingItWasTaught) {
-  const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
-  ASSERT_TRUE(vocab.has_value());
-  const auto tok = trainkit::tokenizer::gpt2_tokenizer::from_directory(*vocab);
-  const auto examples = trainkit::eval::read_hellaswag(
-      fs::path(TRAINKIT_SOURCE_DIR) / "tests/eval/hellaswag_fixture.jsonl",
-      [&](const std::string& s) { return tok.encode(s); });
+  const auto examples = fixture_examples();
   ASSERT_EQ(examples.size(), 3u);
   const std::array<int, 3> taught{examples[0].label, examples[1].label,
                                   (examples[2].label + 1) % 4};
@@ -235,12 +243,7 @@ TEST(Hellaswag, TrainedTinyModelPicksTheEndingItWasTaught) {
 
   trainkit::eval::hellaswag_result r;
   for (std::size_t i = 0; i < examples.size(); ++i) {
-    auto logits = [&](std::span<const std::int32_t> in) {
-      return m.forward_logits(in, 1, int(in.size()));
-    };
-    const auto s =
-        score_hellaswag(examples[i], logits, cfg.vocab_size, std::size_t(cfg.padded_vocab_size),
-                        std::size_t(cfg.max_seq_len));
+    const auto s = score_with(m, examples[i]);
     EXPECT_EQ(s.pred, taught[i]) << "example " << i;
     EXPECT_EQ(s.pred_norm, taught[i]) << "example " << i;
     trainkit::eval::accumulate(r, examples[i], s);
