@@ -52,16 +52,22 @@ inline void add_hf_import_options(CLI::App& sub, hf_import_command& o) {
       ->check(CLI::IsMember({"f32", "bf16"}));
 }
 
+/// What export-hf's and training's --dtype / --vocab flags ask of the writer.
+inline trainkit::model::hf_export_options hf_export_options_of(const std::string& dtype,
+                                                               const std::string& vocab) {
+  trainkit::model::hf_export_options options;
+  options.dtype = dtype == "bf16" ? trainkit::io::safetensors_dtype::bf16
+                                  : trainkit::io::safetensors_dtype::f32;
+  options.vocab_dir = trainkit::tokenizer::resolve_vocab_dir(vocab);
+  return options;
+}
+
 inline int run_hf_export(const hf_export_command& o, std::ostream& log) {
   namespace tk = trainkit;
   const tk::model::gpt2_config cfg = tk::model::read_llmc_header(o.model);
   std::vector<float> params(cfg.num_parameters());
   tk::model::read_llmc_parameters<float>(o.model, cfg, params);
-  tk::model::hf_export_options options;
-  options.dtype =
-      o.dtype == "bf16" ? tk::io::safetensors_dtype::bf16 : tk::io::safetensors_dtype::f32;
-  options.vocab_dir = tk::tokenizer::resolve_vocab_dir(o.vocab);
-  tk::model::write_hf_gpt2<float>(o.out, cfg, params, options);
+  tk::model::write_hf_gpt2<float>(o.out, cfg, params, hf_export_options_of(o.dtype, o.vocab));
   log << "wrote " << o.out << " (GPT2LMHeadModel " << cfg.to_string() << ", " << o.dtype << ")\n";
   return 0;
 }
@@ -70,12 +76,7 @@ inline int run_hf_export(const hf_export_command& o, std::ostream& log) {
 template <class Model>
 void export_hf_after_training(const std::string& dir, const std::string& dtype,
                               const std::string& vocab, const Model& model, std::ostream& log) {
-  namespace tk = trainkit;
-  tk::model::hf_export_options options;
-  options.dtype =
-      dtype == "bf16" ? tk::io::safetensors_dtype::bf16 : tk::io::safetensors_dtype::f32;
-  options.vocab_dir = tk::tokenizer::resolve_vocab_dir(vocab);
-  tk::model::save_hf_gpt2(dir, model, options);
+  trainkit::model::save_hf_gpt2(dir, model, hf_export_options_of(dtype, vocab));
   log << "exported Hugging Face folder " << dir << " (GPT2LMHeadModel "
       << model.config().to_string() << ", " << dtype << ")\n";
 }

@@ -101,18 +101,22 @@ struct sampler {
   }
 };
 
+/// The CPU model --init-from (an llm.c file) or --init-from-hf (a Hugging Face folder) names;
+/// empty when neither is given.
+std::optional<tk::model::gpt2_cpu> model_from_file(const train_options& o) {
+  if (!o.init_from.empty()) return tk::model::load_llmc_gpt2_cpu<float>(o.init_from);
+  if (!o.init_from_hf.empty()) return tk::model::load_hf_gpt2_cpu(o.init_from_hf);
+  return std::nullopt;
+}
+
 /// `--sample N` without training: a model from --init-from or the newest checkpoint in --ckpt-dir.
 int run_sample(const train_options& o) {
   if (o.init_from.empty() && o.init_from_hf.empty() && o.ckpt_dir.empty())
     throw tk::config_error(
         "--sample needs a trained model: --init-from FILE, --init-from-hf DIR or --ckpt-dir DIR");
   const auto s = sampler::from_options(o);
-  std::optional<tk::model::gpt2_cpu> model;
-  if (!o.init_from.empty()) {
-    model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
-  } else if (!o.init_from_hf.empty()) {
-    model.emplace(tk::model::load_hf_gpt2_cpu(o.init_from_hf));
-  } else if (!o.ckpt_dir.empty()) {
+  std::optional<tk::model::gpt2_cpu> model = model_from_file(o);
+  if (!model) {
     model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
     tk::checkpoint::checkpoint_state state;
     state.tensors = model->state();     // the model's tensors only: optimizer state is not needed
@@ -186,23 +190,22 @@ int train_with(const train_options& o, Checkpointer checkpointer, Reducer reduce
 
   // The model: from an llm.c file (--init-from), a Hugging Face folder (--init-from-hf) or
   // freshly initialised from a preset.
-  std::optional<tk::model::gpt2_cpu> model;
-  if (!o.init_from.empty()) {
-    model.emplace(tk::model::load_llmc_gpt2_cpu<float>(o.init_from));
-  } else if (!o.init_from_hf.empty()) {
-    model.emplace(tk::model::load_hf_gpt2_cpu(o.init_from_hf));
-  } else {
-    auto cfg = tk::model::gpt2_config::preset(o.model);
-    model.emplace(cfg, o.seed);
-  }
+  std::optional<tk::model::gpt2_cpu> model = model_from_file(o);
+  if (!model) model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
   const auto& mc = model->config();
   if (o.seq > mc.max_seq_len)
     throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
                            std::to_string(mc.max_seq_len));
 
-  tk::data::mmap_source_config train_cfg{data, o.batch, o.seq, mc.vocab_size,
-                                         tk::data::parse_order(o.order), o.seed,
-                                         o.layout_of(o.data), rank, ranks};
+  tk::data::mmap_source_config train_cfg{data,
+                                         o.batch,
+                                         o.seq,
+                                         mc.vocab_size,
+                                         tk::data::parse_order(o.order),
+                                         o.seed,
+                                         o.layout_of(o.data),
+                                         rank,
+                                         ranks};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
@@ -216,8 +219,9 @@ int train_with(const train_options& o, Checkpointer checkpointer, Reducer reduce
   std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
   cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
                 std::move(*model), ac, std::move(checkpointer), std::move(reducer));
-  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation " << t.grad_accum_steps()
-            << " | " << t.tokens_per_step() << " tokens/step | " << o.steps << " steps\n";
+  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
+            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
+            << " steps\n";
   if (ranks > 1) std::cout << ranks << " ranks (--reducer mpi)\n";
   // Samples and HellaSwag come from rank 0 alone (every rank holds the same weights).
   std::optional<sampler> samples;
@@ -337,8 +341,9 @@ int run_train_mpi(const train_options& o) {
 }
 #else
 inline int run_train_mpi(const train_options&) {
-  throw tk::config_error("--reducer mpi: this build has no MPI (CMake found none, or "
-                         "TRAINKIT_MPI was OFF)");
+  throw tk::config_error(
+      "--reducer mpi: this build has no MPI (CMake found none, or "
+      "TRAINKIT_MPI was OFF)");
 }
 #endif
 // ---- end data parallelism ----

@@ -191,12 +191,8 @@ class nccl_allreduce {
   /// config_error if a bucket was not published this step.
   void finish() {
     if (base_ == nullptr) throw config_error("nccl_allreduce: finish before attach");
-    std::size_t missing = buckets_.size();
-    for (std::size_t i = 0; i < ready_.size(); ++i)
-      if (!ready_[i]) {
-        missing = i;
-        break;
-      }
+    const std::size_t missing =
+        std::size_t(std::find(ready_.begin(), ready_.end(), false) - ready_.begin());
     ready_.assign(buckets_.size(), false);  // the next step starts clean either way
     if (missing < buckets_.size())
       throw config_error("nccl_allreduce: bucket '" + buckets_[missing].name +
