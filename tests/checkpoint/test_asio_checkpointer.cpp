@@ -533,6 +533,19 @@ TEST_F(AsioCheckpointer, ResumeSkipsACorruptNewestCheckpointNamingTheTensor) {
   EXPECT_TRUE(contains(c.warnings()[0], ck::step_dir_name(2))) << c.warnings()[0];
 }
 
+TEST_F(AsioCheckpointer, AMetaValueThatIsNotUtf8IsRefusedBySave) {
+  ck::asio_checkpointer c({dir_});
+  sample_state s(1);
+  ck::checkpoint_state bad = s.view(1);
+  bad.meta["model"] = "d12\xff";
+  EXPECT_THROW(c.save(bad), tk::config_error);  // on the caller's thread, not a later warning
+  EXPECT_THROW(c.prepare(bad), tk::config_error);
+  c.wait();
+  EXPECT_EQ(c.take_error(), std::nullopt);
+  EXPECT_EQ(c.completed_saves(), 0u);
+  EXPECT_TRUE(listed_steps(dir_).empty());
+}
+
 TEST_F(AsioCheckpointer, BadStatesAreConfigErrorsBeforeAnythingIsWritten) {
   ck::asio_checkpointer c({dir_});
   sample_state s(1);

@@ -151,6 +151,82 @@ TEST(CheckpointFormat, ManifestJsonRoundTrip) {
   EXPECT_EQ(ck::parse_manifest(ck::manifest_to_json(empty), "mem"), empty);
 }
 
+// The writer's UTF-8 check must refuse exactly what the manifest reader (nlohmann_json) refuses:
+// fixed cases at each rule's edge, then random strings biased to bytes >= 0x80.
+TEST(CheckpointFormat, Utf8CheckAgreesWithTheManifestReader) {
+  const auto reader_accepts = [](const std::string& value) {
+    ck::manifest m;
+    m.meta = {{"k", value}};
+    try {
+      return ck::parse_manifest(ck::manifest_to_json(m), "mem").meta.at("k") == value;
+    } catch (const tk::format_error&) {
+      return false;
+    }
+  };
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"", true},
+      {"plain \x7f", true},
+      {"\xc3\xa9", true},                  // é
+      {"\xe6\x97\xa5\xe6\x9c\xac", true},  // 日本
+      {"\xf0\x9f\x98\x80", true},          // U+1F600
+      {"\xf4\x8f\xbf\xbf", true},          // U+10FFFF
+      {"\xed\x9f\xbf", true},              // U+D7FF
+      {"\xff", false},
+      {"\x80", false},              // continuation without a lead
+      {"\xc0\x80", false},          // overlong NUL
+      {"\xe0\x9f\xbf", false},      // overlong
+      {"\xed\xa0\x80", false},      // surrogate U+D800
+      {"\xf4\x90\x80\x80", false},  // U+110000
+      {"\xe2\x82", false},          // cut short
+      {"ok \xc3", false},           // cut short at the end
+      {"\xc3\x28", false}};         // bad continuation
+  for (const auto& [s, valid] : cases) {
+    EXPECT_EQ(!ck::detail::first_invalid_utf8(s).has_value(), valid)
+        << ck::detail::escaped_for_message(s);
+    EXPECT_EQ(reader_accepts(s), valid) << ck::detail::escaped_for_message(s);
+  }
+  std::mt19937 rng(21);
+  int valid_seen = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string s(rng() % 6, '\0');
+    for (auto& c : s) c = char(rng() % 4 == 0 ? rng() % 0x80 : 0x80 + rng() % 0x80);
+    const bool valid = !ck::detail::first_invalid_utf8(s).has_value();
+    valid_seen += valid;
+    ASSERT_EQ(valid, reader_accepts(s)) << ck::detail::escaped_for_message(s);
+  }
+  EXPECT_GT(valid_seen, 100);  // both outcomes were exercised
+}
+
+TEST_F(CheckpointTest, MetaOrNamesThatAreNotUtf8AreRefusedBeforeAnythingIsWritten) {
+  sample_state s(3);
+  auto bad_value = s.view(4);
+  bad_value.meta["config"] = "lr=6e-4 \xff\xfe";
+  try {
+    ck::write_checkpoint(dir_, bad_value, 0);
+    ADD_FAILURE() << "an invalid UTF-8 meta value was written";
+  } catch (const tk::config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "meta \"config\" value is not valid UTF-8 (byte 8")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "\\xff\\xfe")) << e.what();
+  }
+  auto bad_key = s.view(4);
+  bad_key.meta["k\xc0\x80"] = "v";
+  EXPECT_THROW(ck::write_checkpoint(dir_, bad_key, 0), tk::config_error);
+  auto bad_name = s.view(4);
+  bad_name.tensors[2].name = "data.\xed\xa0\x80";
+  EXPECT_THROW(ck::write_checkpoint(dir_, bad_name, 0), tk::config_error);
+  ck::sync_checkpointer sync({.dir = dir_});
+  EXPECT_THROW(sync.save(bad_value), tk::config_error);
+  EXPECT_TRUE(!fs::exists(dir_) || fs::is_empty(dir_));
+  // Valid multi-byte text is kept as it was.
+  auto good = s.view(5);
+  good.meta["note"] = "na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
+  ck::write_checkpoint(dir_, good, 0);
+  sample_state back(9);
+  auto into = back.view(0);
+  ck::load_checkpoint(dir_ / "step_00000005", into);
+  EXPECT_EQ(into.meta.at("note"), good.meta.at("note"));
+}
+
 TEST_F(CheckpointTest, WriteListLoadRoundTripIsBitIdentical) {
   sample_state saved(1);
   const fs::path path = ck::write_checkpoint(dir_, saved.view(12), 0);

@@ -323,10 +323,10 @@ class basic_asio_checkpointer {
     }
 
     // Every check write_checkpoint would make on the worker, made here where it can throw to the
-    // caller: names (through check_saveable on a host-memory view) and null data.
+    // caller: names and meta (through check_saveable on a host-memory view) and null data.
     void check_stageable(const checkpoint_state& state) const {
       check_device_tensors(state);
-      checkpoint_state view{state.step, {}, {}};
+      checkpoint_state view{state.step, {}, state.meta};
       for (const auto& t : state.tensors) {
         if (t.data == nullptr && t.bytes() > 0)
           throw config_error("checkpoint tensor '" + t.name + "' has no data");

@@ -33,6 +33,7 @@
 
 #include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/checkpoint/detail/posix_file.hpp"
+#include "trainkit/checkpoint/detail/utf8.hpp"
 #include "trainkit/checkpoint/format.hpp"
 #include "trainkit/checkpoint/list.hpp"
 #include "trainkit/core/crc32c.hpp"
@@ -42,11 +43,24 @@ namespace trainkit::checkpoint {
 
 namespace detail {
 
+// A name or meta string that is not valid UTF-8 would make a manifest no reader accepts (utf8.hpp).
+inline void check_utf8(std::string_view s, const std::string& what) {
+  if (const auto at = first_invalid_utf8(s))
+    throw config_error(what + " is not valid UTF-8 (byte " + std::to_string(*at) + ": '" +
+                       escaped_for_message(s) +
+                       "'); checkpoint manifests are JSON, whose strings must be UTF-8");
+}
+
 // Rejects states that cannot be written: device tensors (need the CUDA checkpointer), duplicate
-// or empty names, and null data.
+// or empty names, null data, and names or meta strings that are not UTF-8.
 inline void check_saveable(const checkpoint_state& state) {
+  for (const auto& [key, value] : state.meta) {
+    check_utf8(key, "checkpoint meta key '" + escaped_for_message(key) + "'");
+    check_utf8(value, "checkpoint meta \"" + key + "\" value");
+  }
   std::set<std::string> names;
   for (const auto& t : state.tensors) {
+    check_utf8(t.name, "checkpoint tensor name '" + escaped_for_message(t.name) + "'");
     if (t.on_device)
       throw config_error("checkpoint tensor '" + t.name +
                          "' is in device memory: device tensors need the CUDA checkpointer");
