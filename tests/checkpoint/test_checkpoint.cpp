@@ -4,6 +4,14 @@
 // plus io_error for an unwritable directory and an end-to-end optimizer resume.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -331,6 +339,76 @@ TEST_F(CheckpointTest, StaleTemporariesAreRemovedBeforeASaveAndOnlyTrainkitsOwn)
   auto into = back.view(0);
   ck::load_checkpoint(dir_ / "step_00000005", into);
   EXPECT_TRUE(back.same_as(old));
+}
+
+// Another process saving into the same directory right now holds a lock on its temporary folder:
+// start-up cleanup (and a save's) must leave it alone, and remove it once that process is dead.
+TEST_F(CheckpointTest, ATemporaryOfALiveWriterIsLeftAloneAndRemovedWhenItDies) {
+  sample_state s(15);
+  fs::create_directories(dir_);
+  const fs::path live = dir_ / ".tmp.step_00000007";
+  const fs::path dead = dir_ / ".tmp.step_00000006";
+  fs::create_directories(dead);  // a crashed writer's: nobody holds it
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {  // the other process: only async-signal-safe calls after fork
+    ::mkdir(live.c_str(), 0755);
+    const int fd = ::open(live.c_str(), O_RDONLY | O_DIRECTORY);
+    const bool locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    const char ok = locked ? 'y' : 'n';
+    (void)!::write(ready[1], &ok, 1);
+    for (;;) ::pause();
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  {
+    ck::sync_checkpointer c({.dir = dir_});  // start-up cleanup
+    ASSERT_EQ(c.warnings().size(), 1u);
+    EXPECT_TRUE(contains(c.warnings()[0], ".tmp.step_00000006")) << c.warnings()[0];
+    EXPECT_FALSE(fs::exists(dead));
+    EXPECT_TRUE(fs::exists(live));
+    c.save(s.view(8));  // the cleanup before a save leaves it too
+    EXPECT_TRUE(fs::exists(live));
+    // Saving the very step the other process is writing is refused, and its folder kept.
+    try {
+      c.save(s.view(7));
+      ADD_FAILURE() << "a second writer of step 7 was let in";
+    } catch (const tk::io_error& e) {
+      EXPECT_TRUE(contains(e.what(), "in use by another process")) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(live));
+  }
+  ::kill(writer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // Dead now: the kernel dropped its lock, and the next start-up removes its wreck.
+  ck::sync_checkpointer after({.dir = dir_});
+  ASSERT_EQ(after.warnings().size(), 1u);
+  EXPECT_TRUE(contains(after.warnings()[0], ".tmp.step_00000007")) << after.warnings()[0];
+  EXPECT_FALSE(fs::exists(live));
+  EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{8});
+}
+
+// Two checkpointers in one process are told apart too (flock is per open file description), and a
+// writer's lock lasts exactly while its temporary folder exists.
+TEST_F(CheckpointTest, AWritersLockCoversItsTemporaryOnlyWhileItExists) {
+  fs::create_directories(dir_ / ".tmp.step_00000003");
+  {
+    auto held = ck::detail::dir_lock::lock(dir_ / ".tmp.step_00000003");
+    EXPECT_FALSE(ck::detail::dir_lock::try_lock(dir_ / ".tmp.step_00000003").has_value());
+    EXPECT_TRUE(ck::remove_stale_temporaries(dir_).empty());
+    EXPECT_TRUE(held.still_at(dir_ / ".tmp.step_00000003"));
+  }
+  EXPECT_EQ(ck::remove_stale_temporaries(dir_), std::vector<std::string>{".tmp.step_00000003"});
+  // A save's own lock is gone once it returns: nothing it leaves is held.
+  sample_state s(16);
+  ck::write_checkpoint(dir_, s.view(4), 0);
+  EXPECT_TRUE(ck::detail::dir_lock::try_lock(dir_ / "step_00000004").has_value());
 }
 
 TEST_F(CheckpointTest, ConstructingACheckpointerRemovesStaleTemporariesWithAWarning) {
