@@ -9,7 +9,11 @@
 // exercised by a stand-in device stager.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -287,6 +291,105 @@ TEST_F(AsioCheckpointer, StagingMemoryIsAllocatedOnceAndReused) {
   }
 }
 
+TEST_F(AsioCheckpointer, PrepareReservesTheStagingMemoryTheFirstSaveThenUses) {
+  sample_state s(1, 100000);
+  {
+    ck::asio_checkpointer unprepared({root_ / "unprepared"});  // the control: the save allocates
+    unprepared.save(s.view(1));
+    unprepared.wait();
+    EXPECT_EQ(unprepared.stager().allocations(), 1u);
+  }
+  ck::asio_checkpointer c({dir_});
+  c.prepare(s.view(0));
+  EXPECT_EQ(c.stager().allocations(), 1u);
+  std::byte* reserved = c.stager().reserve(0);
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    c.save(s.view(step));
+    c.before_update();
+    c.wait();
+    EXPECT_EQ(c.stager().allocations(), 1u) << "step " << step;
+    EXPECT_EQ(c.stager().reserve(0), reserved);
+  }
+  sample_state loaded(9, 100000);
+  std::uint64_t step = 0;
+  ASSERT_TRUE(load_into(dir_, loaded, step));
+  EXPECT_EQ(step, 2u);
+  EXPECT_TRUE(loaded == s);
+  // It checks the state as save does, before reserving anything.
+  ck::checkpoint_state bad = s.view(3);
+  bad.tensors[1].name = bad.tensors[0].name;
+  EXPECT_THROW(c.prepare(bad), tk::config_error);
+}
+
+// The thread priorities the writer and the copy run at, seen from inside them.
+struct seen_priority {
+  std::atomic<int> nice{-100};
+  std::atomic<int> policy{-1};
+  void record() {
+    nice = ::getpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid)));
+    policy = ::sched_getscheduler(0);
+  }
+};
+
+// host_stager that records the priority of the thread its copy runs on.
+class priority_recording_stager {
+ public:
+  static constexpr bool reads_device_memory = false;
+  static constexpr bool queues_copies = false;
+
+  std::byte* reserve(std::size_t bytes) { return host_.reserve(bytes); }
+  void stage(std::span<const ck::stage_copy> copies) {
+    copy->record();
+    host_.stage(copies);
+  }
+  void order_after_stage() noexcept {}
+  void wait_staged() noexcept {}
+  void unstage(std::span<const ck::stage_copy> copies) { host_.unstage(copies); }
+
+  std::shared_ptr<seen_priority> copy = std::make_shared<seen_priority>();
+
+ private:
+  ck::host_stager host_;
+};
+static_assert(ck::stager<priority_recording_stager>);
+
+TEST_F(AsioCheckpointer, TheWriterRunsAtLowPriorityAndTheCopyDoesNot) {
+  const int own_nice = ::getpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid)));
+  ASSERT_LT(own_nice, 19) << "the test runs at nice 19 already: nothing to observe";
+  for (const auto priority : {ck::background_priority::low, ck::background_priority::idle,
+                              ck::background_priority::normal}) {
+    auto writer = std::make_shared<seen_priority>();
+    ck::asio_checkpointer_config cfg{
+        .dir = dir_ / std::to_string(int(priority)),
+        .writer_priority = priority,
+        .before_write = [writer](const fs::path&) { writer->record(); }};
+    ck::basic_asio_checkpointer<priority_recording_stager> c(cfg);
+    const std::shared_ptr<seen_priority> copy = c.stager().copy;
+    sample_state s(1);
+    c.save(s.view(1));
+    c.wait();
+    ASSERT_EQ(c.take_error(), std::nullopt);
+    EXPECT_EQ(copy->nice.load(), own_nice);
+    EXPECT_EQ(copy->policy.load(), SCHED_OTHER);
+    switch (priority) {
+      case ck::background_priority::low:
+        EXPECT_EQ(writer->nice.load(), 19);
+        EXPECT_EQ(writer->policy.load(), SCHED_OTHER);
+        break;
+      case ck::background_priority::idle:
+        EXPECT_EQ(writer->policy.load(), SCHED_IDLE);
+        break;
+      case ck::background_priority::normal:
+        EXPECT_EQ(writer->nice.load(), own_nice);
+        EXPECT_EQ(writer->policy.load(), SCHED_OTHER);
+        break;
+    }
+  }
+  // The loop's own thread is untouched.
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, id_t(::syscall(SYS_gettid))), own_nice);
+  EXPECT_EQ(::sched_getscheduler(0), SCHED_OTHER);
+}
+
 TEST_F(AsioCheckpointer, OneSaveInFlightAndTheWaitIsCountedAsStall) {
   std::atomic<int> writing{0}, most{0};
   ck::asio_checkpointer c({.dir = dir_, .before_write = [&](const fs::path&) {
@@ -428,6 +531,19 @@ TEST_F(AsioCheckpointer, ResumeSkipsACorruptNewestCheckpointNamingTheTensor) {
   EXPECT_TRUE(contains(c.warnings()[0], "CRC-32C mismatch in tensor 'model.weights'"))
       << c.warnings()[0];
   EXPECT_TRUE(contains(c.warnings()[0], ck::step_dir_name(2))) << c.warnings()[0];
+}
+
+TEST_F(AsioCheckpointer, AMetaValueThatIsNotUtf8IsRefusedBySave) {
+  ck::asio_checkpointer c({dir_});
+  sample_state s(1);
+  ck::checkpoint_state bad = s.view(1);
+  bad.meta["model"] = "d12\xff";
+  EXPECT_THROW(c.save(bad), tk::config_error);  // on the caller's thread, not a later warning
+  EXPECT_THROW(c.prepare(bad), tk::config_error);
+  c.wait();
+  EXPECT_EQ(c.take_error(), std::nullopt);
+  EXPECT_EQ(c.completed_saves(), 0u);
+  EXPECT_TRUE(listed_steps(dir_).empty());
 }
 
 TEST_F(AsioCheckpointer, BadStatesAreConfigErrorsBeforeAnythingIsWritten) {

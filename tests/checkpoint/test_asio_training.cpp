@@ -178,6 +178,23 @@ TEST_F(AsioTraining, SavingEveryFewStepsChangesNoLoss) {
   EXPECT_EQ(steps, (std::vector<std::uint64_t>{2, 4, 6, 8}));
 }
 
+// The first save's stall must not include mapping and faulting in the staging memory: the trainer
+// reserves it (prepares_saves) before step 1, and no save allocates again.
+TEST_F(AsioTraining, TheStagingMemoryIsReservedBeforeStepOneAndNeverInASave) {
+  std::ostringstream quiet;
+  auto t = make(ck::asio_checkpointer({root_ / "ckpt"}), 6, 2, false, quiet);
+  EXPECT_EQ(t->checkpointer().stager().allocations(), 0u);  // the constructor reserves nothing
+  std::vector<std::size_t> seen;                            // allocations so far, after each step
+  t->on_step([&](const tk::step_metrics&) {
+    seen.push_back(t->checkpointer().stager().allocations());
+    return true;
+  });
+  t->run();
+  EXPECT_EQ(seen, (std::vector<std::size_t>(6, 1)));
+  EXPECT_EQ(t->checkpointer().stager().allocations(), 1u);
+  EXPECT_EQ(t->checkpointer().completed_saves(), 3u);
+}
+
 TEST_F(AsioTraining, ResumedRunContinuesBitIdentically) {
   std::ostringstream quiet;
   constexpr int n = 5;

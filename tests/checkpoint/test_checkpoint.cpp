@@ -4,6 +4,14 @@
 // plus io_error for an unwritable directory and an end-to-end optimizer resume.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -151,6 +159,82 @@ TEST(CheckpointFormat, ManifestJsonRoundTrip) {
   EXPECT_EQ(ck::parse_manifest(ck::manifest_to_json(empty), "mem"), empty);
 }
 
+// The writer's UTF-8 check must refuse exactly what the manifest reader (nlohmann_json) refuses:
+// fixed cases at each rule's edge, then random strings biased to bytes >= 0x80.
+TEST(CheckpointFormat, Utf8CheckAgreesWithTheManifestReader) {
+  const auto reader_accepts = [](const std::string& value) {
+    ck::manifest m;
+    m.meta = {{"k", value}};
+    try {
+      return ck::parse_manifest(ck::manifest_to_json(m), "mem").meta.at("k") == value;
+    } catch (const tk::format_error&) {
+      return false;
+    }
+  };
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"", true},
+      {"plain \x7f", true},
+      {"\xc3\xa9", true},                  // é
+      {"\xe6\x97\xa5\xe6\x9c\xac", true},  // 日本
+      {"\xf0\x9f\x98\x80", true},          // U+1F600
+      {"\xf4\x8f\xbf\xbf", true},          // U+10FFFF
+      {"\xed\x9f\xbf", true},              // U+D7FF
+      {"\xff", false},
+      {"\x80", false},              // continuation without a lead
+      {"\xc0\x80", false},          // overlong NUL
+      {"\xe0\x9f\xbf", false},      // overlong
+      {"\xed\xa0\x80", false},      // surrogate U+D800
+      {"\xf4\x90\x80\x80", false},  // U+110000
+      {"\xe2\x82", false},          // cut short
+      {"ok \xc3", false},           // cut short at the end
+      {"\xc3\x28", false}};         // bad continuation
+  for (const auto& [s, valid] : cases) {
+    EXPECT_EQ(!ck::detail::first_invalid_utf8(s).has_value(), valid)
+        << ck::detail::escaped_for_message(s);
+    EXPECT_EQ(reader_accepts(s), valid) << ck::detail::escaped_for_message(s);
+  }
+  std::mt19937 rng(21);
+  int valid_seen = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string s(rng() % 6, '\0');
+    for (auto& c : s) c = char(rng() % 4 == 0 ? rng() % 0x80 : 0x80 + rng() % 0x80);
+    const bool valid = !ck::detail::first_invalid_utf8(s).has_value();
+    valid_seen += valid;
+    ASSERT_EQ(valid, reader_accepts(s)) << ck::detail::escaped_for_message(s);
+  }
+  EXPECT_GT(valid_seen, 100);  // both outcomes were exercised
+}
+
+TEST_F(CheckpointTest, MetaOrNamesThatAreNotUtf8AreRefusedBeforeAnythingIsWritten) {
+  sample_state s(3);
+  auto bad_value = s.view(4);
+  bad_value.meta["config"] = "lr=6e-4 \xff\xfe";
+  try {
+    ck::write_checkpoint(dir_, bad_value, 0);
+    ADD_FAILURE() << "an invalid UTF-8 meta value was written";
+  } catch (const tk::config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "meta \"config\" value is not valid UTF-8 (byte 8")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "\\xff\\xfe")) << e.what();
+  }
+  auto bad_key = s.view(4);
+  bad_key.meta["k\xc0\x80"] = "v";
+  EXPECT_THROW(ck::write_checkpoint(dir_, bad_key, 0), tk::config_error);
+  auto bad_name = s.view(4);
+  bad_name.tensors[2].name = "data.\xed\xa0\x80";
+  EXPECT_THROW(ck::write_checkpoint(dir_, bad_name, 0), tk::config_error);
+  ck::sync_checkpointer sync({.dir = dir_});
+  EXPECT_THROW(sync.save(bad_value), tk::config_error);
+  EXPECT_TRUE(!fs::exists(dir_) || fs::is_empty(dir_));
+  // Valid multi-byte text is kept as it was.
+  auto good = s.view(5);
+  good.meta["note"] = "na\xc3\xafve \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";
+  ck::write_checkpoint(dir_, good, 0);
+  sample_state back(9);
+  auto into = back.view(0);
+  ck::load_checkpoint(dir_ / "step_00000005", into);
+  EXPECT_EQ(into.meta.at("note"), good.meta.at("note"));
+}
+
 TEST_F(CheckpointTest, WriteListLoadRoundTripIsBitIdentical) {
   sample_state saved(1);
   const fs::path path = ck::write_checkpoint(dir_, saved.view(12), 0);
@@ -255,6 +339,76 @@ TEST_F(CheckpointTest, StaleTemporariesAreRemovedBeforeASaveAndOnlyTrainkitsOwn)
   auto into = back.view(0);
   ck::load_checkpoint(dir_ / "step_00000005", into);
   EXPECT_TRUE(back.same_as(old));
+}
+
+// Another process saving into the same directory right now holds a lock on its temporary folder:
+// start-up cleanup (and a save's) must leave it alone, and remove it once that process is dead.
+TEST_F(CheckpointTest, ATemporaryOfALiveWriterIsLeftAloneAndRemovedWhenItDies) {
+  sample_state s(15);
+  fs::create_directories(dir_);
+  const fs::path live = dir_ / ".tmp.step_00000007";
+  const fs::path dead = dir_ / ".tmp.step_00000006";
+  fs::create_directories(dead);  // a crashed writer's: nobody holds it
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {  // the other process: only async-signal-safe calls after fork
+    ::mkdir(live.c_str(), 0755);
+    const int fd = ::open(live.c_str(), O_RDONLY | O_DIRECTORY);
+    const bool locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    const char ok = locked ? 'y' : 'n';
+    (void)!::write(ready[1], &ok, 1);
+    for (;;) ::pause();
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  {
+    ck::sync_checkpointer c({.dir = dir_});  // start-up cleanup
+    ASSERT_EQ(c.warnings().size(), 1u);
+    EXPECT_TRUE(contains(c.warnings()[0], ".tmp.step_00000006")) << c.warnings()[0];
+    EXPECT_FALSE(fs::exists(dead));
+    EXPECT_TRUE(fs::exists(live));
+    c.save(s.view(8));  // the cleanup before a save leaves it too
+    EXPECT_TRUE(fs::exists(live));
+    // Saving the very step the other process is writing is refused, and its folder kept.
+    try {
+      c.save(s.view(7));
+      ADD_FAILURE() << "a second writer of step 7 was let in";
+    } catch (const tk::io_error& e) {
+      EXPECT_TRUE(contains(e.what(), "in use by another process")) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(live));
+  }
+  ::kill(writer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // Dead now: the kernel dropped its lock, and the next start-up removes its wreck.
+  ck::sync_checkpointer after({.dir = dir_});
+  ASSERT_EQ(after.warnings().size(), 1u);
+  EXPECT_TRUE(contains(after.warnings()[0], ".tmp.step_00000007")) << after.warnings()[0];
+  EXPECT_FALSE(fs::exists(live));
+  EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{8});
+}
+
+// Two checkpointers in one process are told apart too (flock is per open file description), and a
+// writer's lock lasts exactly while its temporary folder exists.
+TEST_F(CheckpointTest, AWritersLockCoversItsTemporaryOnlyWhileItExists) {
+  fs::create_directories(dir_ / ".tmp.step_00000003");
+  {
+    auto held = ck::detail::dir_lock::lock(dir_ / ".tmp.step_00000003");
+    EXPECT_FALSE(ck::detail::dir_lock::try_lock(dir_ / ".tmp.step_00000003").has_value());
+    EXPECT_TRUE(ck::remove_stale_temporaries(dir_).empty());
+    EXPECT_TRUE(held.still_at(dir_ / ".tmp.step_00000003"));
+  }
+  EXPECT_EQ(ck::remove_stale_temporaries(dir_), std::vector<std::string>{".tmp.step_00000003"});
+  // A save's own lock is gone once it returns: nothing it leaves is held.
+  sample_state s(16);
+  ck::write_checkpoint(dir_, s.view(4), 0);
+  EXPECT_TRUE(ck::detail::dir_lock::try_lock(dir_ / "step_00000004").has_value());
 }
 
 TEST_F(CheckpointTest, ConstructingACheckpointerRemovesStaleTemporariesWithAWarning) {

@@ -46,6 +46,48 @@ TEST(Crc32c, DetectsSingleBitFlip) {
   EXPECT_NE(tk::crc32c(data.data(), data.size()), before);
 }
 
+// Random bytes and a random starting CRC, so neither path can pass by chance on zeros.
+static std::vector<unsigned char> random_bytes(std::size_t n, std::mt19937& rng) {
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+TEST(Crc32c, TableMatchesTheKnownVector) {
+  EXPECT_EQ(tk::detail::crc32c_extend_table(0, "123456789", 9), 0xe3069283u);
+}
+
+#ifdef TRAINKIT_CRC32C_HAS_SSE42
+// The hardware path against the table reference: every length 0..300 at every alignment within
+// a word (its head, 8-byte and tail loops all take part), from random starting CRCs.
+TEST(Crc32c, Sse42EqualsTheTableAtEveryLengthAndAlignment) {
+  if (!tk::detail::cpu_has_sse42()) GTEST_SKIP() << "this CPU has no SSE4.2";
+  std::mt19937 rng(11);
+  const std::vector<unsigned char> data = random_bytes(300 + 16, rng);
+  for (std::size_t align = 0; align < 16; ++align)
+    for (std::size_t n = 0; n <= 300; ++n) {
+      const std::uint32_t seed = rng();
+      ASSERT_EQ(tk::detail::crc32c_extend_sse42(seed, data.data() + align, n),
+                tk::detail::crc32c_extend_table(seed, data.data() + align, n))
+          << "length " << n << ", offset " << align;
+    }
+}
+
+TEST(Crc32c, Sse42EqualsTheTableOnBigBuffers) {
+  if (!tk::detail::cpu_has_sse42()) GTEST_SKIP() << "this CPU has no SSE4.2";
+  std::mt19937 rng(12);
+  const std::vector<unsigned char> data = random_bytes((16u << 20) + 13, rng);
+  for (std::size_t offset : {0u, 3u})
+    EXPECT_EQ(tk::detail::crc32c_extend_sse42(0, data.data() + offset, data.size() - offset),
+              tk::detail::crc32c_extend_table(0, data.data() + offset, data.size() - offset))
+        << offset;
+}
+
+TEST(Crc32c, UsesTheInstructionWhereTheCpuHasIt) {
+  EXPECT_EQ(tk::crc32c_engine_in_use() == tk::crc32c_engine::sse42, tk::detail::cpu_has_sse42());
+}
+#endif
+
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(tk::bf16::from_float(1.0f).to_float(), 1.0f);
   // 1 + 2^-8 is exactly half-way between bf16 1.0 and 1 + 2^-7: ties go to the even mantissa (1.0).

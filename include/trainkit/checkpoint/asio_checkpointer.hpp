@@ -1,15 +1,17 @@
 // trainkit/checkpoint/asio_checkpointer.hpp — the Checkpointer that snapshots the state and writes
-// it in the background on a Boost.Asio thread pool, so the training loop never waits on the disk
+// it in the background on Boost.Asio threads, so the training loop never waits on the disk
 // and, as long as a step's forward and backward take longer than a copy of the state, not on the
 // snapshot either.
 //
 // `save` only registers the snapshot: it checks the state, lays it out in staging memory and
-// posts the job to a one-thread `boost::asio::thread_pool`. The state does not change until the
-// next optimizer update, so the copy (through the Stager policy: memcpy on the worker thread for
+// posts the job to one-thread `boost::asio::thread_pool`s. The state does not change until the
+// next optimizer update, so the copy (through the Stager policy: memcpy on a copy thread for
 // host tensors; the CUDA stager queues device-to-pinned copies on a side stream) runs while the
 // next step's forward and backward read the same tensors. `before_update`, which the trainer
 // calls right before that update, is the only point that waits for the copy (copy before mutate).
-// Then the worker writes the snapshot with the crash-safe protocol the synchronous checkpointer
+// Then a writer thread, at a low priority so that training wins the cores (thread_priority.hpp;
+// the copy stays at normal priority on its own thread, as it must be done by the update), writes
+// the snapshot with the crash-safe protocol the synchronous checkpointer
 // uses (write_checkpoint: tensors.bin in large sequential writes with per-tensor CRC-32C,
 // manifest last, fsync of files, rename of the directory, fsync of the parent, and only then
 // pruning beyond keep-last-K). The loop's stall is `save` itself (small), the wait in
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/detail/thread_priority.hpp"
 #include "trainkit/checkpoint/format.hpp"
 #include "trainkit/checkpoint/list.hpp"
 #include "trainkit/checkpoint/read.hpp"
@@ -64,6 +67,10 @@ struct asio_checkpointer_config {
   std::filesystem::path dir;   // one step_NNNNNNNN directory per checkpoint goes here
   int keep_last = 0;           // keep the newest K complete checkpoints; 0 keeps all
   bool fail_on_error = false;  // a failed background write throws io_error from the next call
+  // The writer thread's scheduling (thread_priority.hpp): `low` lets training win the cores. The
+  // snapshot copy always runs at normal priority on its own thread (it must be done by the next
+  // optimizer update).
+  background_priority writer_priority = background_priority::low;
   // Fault injection for tests: called on the writer thread with the checkpoint directory about
   // to be written (dir/step_N), before any of its files; throwing io_error there is reported
   // exactly like a failing disk. Leave empty in real runs.
@@ -72,7 +79,7 @@ struct asio_checkpointer_config {
   /// Compares the settings; hooks compare by presence (std::function has no equality).
   friend bool operator==(const asio_checkpointer_config& a, const asio_checkpointer_config& b) {
     return a.dir == b.dir && a.keep_last == b.keep_last && a.fail_on_error == b.fail_on_error &&
-           bool(a.before_write) == bool(b.before_write);
+           a.writer_priority == b.writer_priority && bool(a.before_write) == bool(b.before_write);
   }
 
   void validate() const {
@@ -111,6 +118,13 @@ class basic_asio_checkpointer {
   /// anything, and — with `fail_on_error` — io_error when the previous save failed (in which case
   /// this state is not saved).
   void save(const checkpoint_state& state) { impl_->save(state); }
+
+  /// Reserves the staging memory a save of `state` needs (and faults it in), on the caller's
+  /// thread, so the first save does not: on a machine where fresh memory is slow to fault in
+  /// (measured ~12 s for 1.5 GB on a VM) that would be stall. Waits for a save in flight first.
+  /// Checks `state` as `save` does; its tensors are not read. The trainer calls it before step 1
+  /// (the `prepares_saves` hook).
+  void prepare(const checkpoint_state& state) { impl_->prepare(state); }
 
   /// Returns once the tensors of the last `save` may be modified: waits for the copy on the
   /// worker thread (host stager) or orders the device streams that write the state after the
@@ -159,15 +173,19 @@ class basic_asio_checkpointer {
       for (const auto& name : prepare_checkpoint_dir(config.dir))
         warnings.push_back("removed " + name + " left in " + config.dir.string() +
                            " by an earlier run's interrupted save");
+      // The writer pool's one thread takes its priority once, before any job.
+      boost::asio::post(write_pool,
+                        [p = config.writer_priority] { detail::set_this_thread_priority(p); });
     }
     impl(const impl&) = delete;
     impl& operator=(const impl&) = delete;
 
-    // The pool's thread must not outlive the staging memory and the state it reads: wait for
+    // The pools' threads must not outlive the staging memory and the state it reads: wait for
     // the save in flight (its error, if any, has nobody left to report to), then join.
     ~impl() {
       if (running.valid()) running.wait();
-      pool.join();
+      copy_pool.join();
+      write_pool.join();
     }
 
     void save(const checkpoint_state& state) {
@@ -195,12 +213,31 @@ class basic_asio_checkpointer {
       // same reason the copy's end is a promise<void> that is always fulfilled, never failed.
       auto copy_done = std::make_shared<std::promise<void>>();
       copied = copy_done->get_future();
-      auto task = std::make_shared<std::packaged_task<std::string()>>(
-          [this, copy_done, bytes] { return write_staged(*copy_done, bytes); });
+      auto task =
+          std::make_shared<std::packaged_task<std::string()>>([this] { return write_staged(); });
       running = task->get_future();
       snapshot_pending = true;
-      boost::asio::post(pool, [task] { (*task)(); });
+      copy_error.clear();
+      if constexpr (Stager::queues_copies) {
+        copy_done->set_value();  // nothing for a host thread to copy: before_update orders
+        boost::asio::post(write_pool, [task] { (*task)(); });
+      } else {
+        // The copy at normal priority, then the write on the low-priority writer thread (the
+        // post hands `copy_error` and the staged bytes over under the pool's lock).
+        boost::asio::post(copy_pool, [this, task, copy_done, bytes] {
+          copy_error = copy_into_staging(bytes);
+          copy_done->set_value();
+          boost::asio::post(write_pool, [task] { (*task)(); });
+        });
+      }
       last_snapshot_ms = clock.lap_ms();
+    }
+
+    void prepare(const checkpoint_state& state) {
+      collect(/*block=*/true);  // reserve is only called while no save is in flight
+      rethrow_if_fatal();
+      check_stageable(state);
+      stager_policy.reserve(std::size_t(total_bytes(state.tensors, layout(state.tensors))));
     }
 
     void before_update() {
@@ -286,10 +323,10 @@ class basic_asio_checkpointer {
     }
 
     // Every check write_checkpoint would make on the worker, made here where it can throw to the
-    // caller: names (through check_saveable on a host-memory view) and null data.
+    // caller: names and meta (through check_saveable on a host-memory view) and null data.
     void check_stageable(const checkpoint_state& state) const {
       check_device_tensors(state);
-      checkpoint_state view{state.step, {}, {}};
+      checkpoint_state view{state.step, {}, state.meta};
       for (const auto& t : state.tensors) {
         if (t.data == nullptr && t.bytes() > 0)
           throw config_error("checkpoint tensor '" + t.name + "' has no data");
@@ -315,36 +352,38 @@ class basic_asio_checkpointer {
       return tensors.empty() ? 0 : offsets.back() + tensors.back().bytes();
     }
 
-    // Runs on the pool's thread. Nothing else touches `staged`, `sources` or the staging memory
-    // until the future is collected, so no lock is needed; the future carries back the failure's
-    // text, empty when the checkpoint was written. `copy_done` is fulfilled on every path, as
-    // soon as the sources have been read (or cannot be), so `before_update` never waits longer
-    // than the copy.
-    std::string write_staged(std::promise<void>& copy_done, std::size_t bytes) {
+    // Runs `step`; empty when it returned, else the text of what it threw.
+    template <class Step>
+    static std::string attempt(Step&& step) {
+      try {
+        step();
+        return {};
+      } catch (const std::exception& e) {
+        return e.what()[0] != '\0' ? e.what() : "unknown error";
+      } catch (...) {
+        return "unknown error";
+      }
+    }
+
+    // Runs on the copy thread (a stager that copies synchronously): the snapshot's copy. Returns
+    // the failure's text, empty when the sources were copied.
+    std::string copy_into_staging(std::size_t bytes) {
+      return attempt([&] { stage_into(stager_policy.reserve(bytes)); });
+    }
+
+    // Runs on the writer thread, after the copy (if any) has ended. Nothing else touches `staged`,
+    // `sources` or the staging memory until the future is collected, so no lock is needed; the
+    // future carries back the failure's text, empty when the checkpoint was written.
+    std::string write_staged() {
       const std::string name = step_dir_name(staged.step);
-      std::string what;
-      // Runs `step`; false (with `what` set) when it threw.
-      const auto attempt = [&what](auto&& step) {
-        try {
-          step();
-          return true;
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-          what = "unknown error";
-        }
-        return false;
-      };
-      bool ok = true;
-      if constexpr (!Stager::queues_copies)
-        ok = attempt([&] { stage_into(stager_policy.reserve(bytes)); });
-      copy_done.set_value();
-      ok = ok && attempt([&] {
-             stager_policy.wait_staged();
-             if (config.before_write) config.before_write(config.dir / name);
-             write_checkpoint(config.dir, staged, config.keep_last);
-           });
-      if (ok) return {};
+      std::string what = copy_error;
+      if (what.empty())
+        what = attempt([&] {
+          stager_policy.wait_staged();
+          if (config.before_write) config.before_write(config.dir / name);
+          write_checkpoint(config.dir, staged, config.keep_last);
+        });
+      if (what.empty()) return {};
       // write_checkpoint removes its own half-written directory; this also covers a failure
       // raised by the before_write hook after it created one.
       std::error_code ec;
@@ -400,6 +439,7 @@ class basic_asio_checkpointer {
     checkpoint_state staged;  // the snapshot being written: tensors point into staging memory
     std::vector<state_tensor> sources;           // what the snapshot copies: the caller's tensors
     std::vector<std::uint64_t> staging_offsets;  // each source's place in the staging area
+    std::string copy_error;            // the copy thread's failure, read by the writer after it
     std::future<std::string> running;  // the save in flight (valid until collected): its error
     std::future<void> copied;          // ready once the worker has copied the sources
     bool snapshot_pending = false;     // a save's sources may still be read: before_update waits
@@ -409,8 +449,9 @@ class basic_asio_checkpointer {
     double last_wait_ms = 0;
     double last_snapshot_ms = 0;
     double last_update_wait_ms = 0;
-    // Last member: destroyed (after ~impl joined it) before the state its thread used.
-    boost::asio::thread_pool pool{1};
+    // Last members: destroyed (after ~impl joined them) before the state their threads used.
+    boost::asio::thread_pool copy_pool{1};   // the snapshot copy, at normal priority
+    boost::asio::thread_pool write_pool{1};  // the write, at config.writer_priority
   };
 
   std::unique_ptr<impl> impl_;
@@ -420,6 +461,7 @@ class basic_asio_checkpointer {
 using asio_checkpointer = basic_asio_checkpointer<host_stager>;
 
 static_assert(checkpointer<asio_checkpointer> && reports_save_errors<asio_checkpointer> &&
-              reports_warnings<asio_checkpointer> && defers_snapshot<asio_checkpointer>);
+              reports_warnings<asio_checkpointer> && defers_snapshot<asio_checkpointer> &&
+              prepares_saves<asio_checkpointer>);
 
 }  // namespace trainkit::checkpoint

@@ -68,6 +68,19 @@ concept defers_snapshot = requires(C c) {
   { c.before_update() } -> std::same_as<void>;
 };
 
+/// Optional hook: `prepare(state)` reserves, before training starts, what saving a state of this
+/// shape needs (the staging memory of an asynchronous checkpointer), so that the first save does
+/// not allocate and fault in memory while the loop waits for it. The trainer calls it once before
+/// step 1 (when the run checkpoints at all), on the rank that writes; its time is set-up, not
+/// ckpt_stall_ms. The state's tensors are not read.
+/// Requires:
+///  - `c.prepare(state)`: returns once the memory is reserved; later saves of states of the same
+///    or smaller size allocate nothing. Throws as `save` would for a state it cannot save.
+template <class C>
+concept prepares_saves = requires(C c, const checkpoint_state& s) {
+  { c.prepare(s) } -> std::same_as<void>;
+};
+
 /// Optional hook: `warnings()` lists what `load_latest` skipped (corrupt checkpoints); the
 /// trainer prints them after a resume.
 template <class C>

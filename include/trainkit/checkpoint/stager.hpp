@@ -76,6 +76,8 @@ class host_stager {
   static constexpr bool queues_copies = false;
 
   std::byte* reserve(std::size_t bytes) { return buffer_.reserve(bytes); }
+  /// How many times `reserve` had to map new memory (a test's window on prepare).
+  std::size_t allocations() const noexcept { return buffer_.allocations(); }
 
   void stage(std::span<const stage_copy> copies) {
     check_host(copies);

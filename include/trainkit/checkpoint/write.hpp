@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,7 +33,9 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/detail/dir_lock.hpp"
 #include "trainkit/checkpoint/detail/posix_file.hpp"
+#include "trainkit/checkpoint/detail/utf8.hpp"
 #include "trainkit/checkpoint/format.hpp"
 #include "trainkit/checkpoint/list.hpp"
 #include "trainkit/core/crc32c.hpp"
@@ -42,11 +45,24 @@ namespace trainkit::checkpoint {
 
 namespace detail {
 
+// A name or meta string that is not valid UTF-8 would make a manifest no reader accepts (utf8.hpp).
+inline void check_utf8(std::string_view s, const std::string& what) {
+  if (const auto at = first_invalid_utf8(s))
+    throw config_error(what + " is not valid UTF-8 (byte " + std::to_string(*at) + ": '" +
+                       escaped_for_message(s) +
+                       "'); checkpoint manifests are JSON, whose strings must be UTF-8");
+}
+
 // Rejects states that cannot be written: device tensors (need the CUDA checkpointer), duplicate
-// or empty names, and null data.
+// or empty names, null data, and names or meta strings that are not UTF-8.
 inline void check_saveable(const checkpoint_state& state) {
+  for (const auto& [key, value] : state.meta) {
+    check_utf8(key, "checkpoint meta key '" + escaped_for_message(key) + "'");
+    check_utf8(value, "checkpoint meta \"" + key + "\" value");
+  }
   std::set<std::string> names;
   for (const auto& t : state.tensors) {
+    check_utf8(t.name, "checkpoint tensor name '" + escaped_for_message(t.name) + "'");
     if (t.on_device)
       throw config_error("checkpoint tensor '" + t.name +
                          "' is in device memory: device tensors need the CUDA checkpointer");
@@ -139,8 +155,9 @@ inline std::string_view temporary_kind(std::string_view name) {
 /// Removes the temporary folders (and probe files) crashed or failed saves left in `dir`; see
 /// `temporary_kind` for the names. A `.tmp.replaced.step_N` whose `step_N` is missing is the only
 /// copy of that step (the crash came between moving it aside and renaming the new one in), so it
-/// is renamed back instead. Only call this while no save into `dir` is in progress. Returns the
-/// names removed or restored; a missing `dir` has none.
+/// is renamed back instead. A temporary folder whose writer is alive — another process (or
+/// checkpointer) saving or pruning in `dir` right now, which holds a lock on it (dir_lock.hpp) —
+/// is left alone. Returns the names removed or restored; a missing `dir` has none.
 inline std::vector<std::string> remove_stale_temporaries(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> done;
@@ -153,6 +170,9 @@ inline std::vector<std::string> remove_stale_temporaries(const std::filesystem::
   std::sort(stale.begin(), stale.end());
   for (const fs::path& p : stale) {
     const std::string name = p.filename().string();
+    // Held while it is removed: a writer that locks it after that finds it gone (still_at).
+    const std::optional<detail::dir_lock> unused = detail::dir_lock::try_lock(p);
+    if (!unused) continue;  // its writer is alive
     if (temporary_kind(name) == "replaced") {
       const fs::path original =
           dir / name.substr(temporary_prefix.size() + std::string_view("replaced.").size());
@@ -226,11 +246,37 @@ inline void prune_checkpoints(const std::filesystem::path& dir, int keep_last,
     const checkpoint_entry& c = all[i];
     if (i < std::size_t(keep_last) || c.step == protected_step) continue;
     // Hide it first: a crash while deleting must not leave a listed, half-deleted checkpoint.
+    // Locked first, so that under its hidden name it is known to be in use (the lock stays with
+    // the directory across the rename).
     const fs::path doomed =
         dir / (std::string(temporary_prefix) + "delete." + c.path.filename().string());
+    if (!detail::dir_lock::try_lock(doomed)) continue;  // another process is deleting it already
     detail::remove_tree(doomed);
+    const std::optional<detail::dir_lock> deleting = detail::dir_lock::try_lock(c.path);
+    if (!deleting) continue;  // another process is pruning (or replacing) it
     detail::rename_path(c.path, doomed);
     detail::remove_tree(doomed);
+  }
+}
+
+/// Creates the temporary directory of a save and locks it (dir_lock.hpp). Stale temporaries have
+/// just been removed, so one that exists already belongs to a live process saving the same step
+/// into the same directory: io_error. Retries when a cleanup removed it before the lock was taken.
+inline detail::dir_lock create_locked_temporary(const std::filesystem::path& temp_path) {
+  namespace fs = std::filesystem;
+  for (int attempt = 0;; ++attempt) {
+    std::error_code ec;
+    if (!fs::create_directory(temp_path, ec)) {
+      if (ec) detail::throw_io("cannot create checkpoint directory", temp_path, ec);
+      throw io_error("cannot save into '" + temp_path.parent_path().string() + "': '" +
+                     temp_path.filename().string() +
+                     "' is in use by another process saving the same step there right now");
+    }
+    detail::dir_lock lock = detail::dir_lock::lock(temp_path);
+    if (lock.still_at(temp_path)) return lock;
+    if (attempt == 3)
+      throw io_error("cannot save into '" + temp_path.string() +
+                     "': it keeps being removed by another process");
   }
 }
 
@@ -254,8 +300,7 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
   const std::string name = step_dir_name(state.step);
   const fs::path final_path = dir / name;
   const fs::path temp_path = dir / (std::string(temporary_prefix) + name);
-  fs::create_directory(temp_path, ec);
-  if (ec) detail::throw_io("cannot create checkpoint directory", temp_path, ec);
+  const detail::dir_lock writing = create_locked_temporary(temp_path);
   try {
     manifest m = detail::write_tensors_file(temp_path / tensors_file_name, state);
     // The manifest goes last: inside the temp dir its presence means tensors.bin is complete.
@@ -271,8 +316,10 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
   // one in, and only then delete the old one, so some copy of the step exists at every moment.
   const fs::path replaced = dir / (std::string(temporary_prefix) + "replaced." + name);
   const bool replacing = fs::exists(final_path, ec);
+  std::optional<detail::dir_lock> replacing_lock;  // keeps the old copy ours under its new name
   if (replacing) {
     detail::remove_tree(replaced);
+    replacing_lock = detail::dir_lock::lock(final_path);
     detail::rename_path(final_path, replaced);
   }
   detail::rename_path(temp_path, final_path);

@@ -1,10 +1,19 @@
 // trainkit/core/crc32c.hpp — CRC-32C (Castagnoli), the checksum in checkpoint manifests.
 //
 // CRC-32C rather than zlib's CRC-32 because it is what storage systems (ext4, iSCSI, LevelDB,
-// Parquet) use and it has a hardware instruction on x86 (SSE4.2) and ARMv8. This portable version
-// uses slicing-by-8 tables (Intel's technique, as in Mark Adler's crc32c.c) at ~1–2 GB/s, which
-// is faster than the disks checkpoints go to; `crc32c_extend` allows streaming.
+// Parquet) use and it has a hardware instruction on x86 (SSE4.2) and ARMv8. On x86-64 the
+// `crc32` instruction is used when the CPU has it (checked once at run time, so a binary built
+// for baseline x86-64 still uses it): one 8-byte step per ~3 cycles, several GB/s, where the
+// portable slicing-by-8 tables (Intel's technique, as in Mark Adler's crc32c.c) reach ~1 GB/s —
+// enough to keep up with a disk, but a checkpoint's CRC thread then takes a core from training
+// for the whole write on a small machine. The table version stays as the fallback and as the
+// reference the hardware path is tested against. `crc32c_extend` allows streaming.
 #pragma once
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#define TRAINKIT_CRC32C_HAS_SSE42 1
+#endif
 
 #include <array>
 #include <cstddef>
@@ -36,11 +45,10 @@ constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc32c_tables() {
 
 inline constexpr auto crc32c_tables = make_crc32c_tables();
 
-}  // namespace detail
-
-/// Continues a CRC-32C over more bytes: crc32c(a+b) == crc32c_extend(crc32c(a), b).
-inline std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t n) noexcept {
-  const auto& t = detail::crc32c_tables;
+/// The portable CRC-32C (slicing-by-8 tables); same contract as `crc32c_extend`.
+inline std::uint32_t crc32c_extend_table(std::uint32_t crc, const void* data,
+                                         std::size_t n) noexcept {
+  const auto& t = crc32c_tables;
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint32_t c = ~crc;
   while (n >= 8) {
@@ -55,6 +63,61 @@ inline std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::siz
   }
   while (n--) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
   return ~c;
+}
+
+#ifdef TRAINKIT_CRC32C_HAS_SSE42
+/// CRC-32C with the SSE4.2 `crc32` instruction; same contract as `crc32c_extend`. Only call it
+/// where `cpu_has_sse42()`: the target attribute compiles it for SSE4.2 whatever -march says.
+__attribute__((target("sse4.2"))) inline std::uint32_t crc32c_extend_sse42(std::uint32_t crc,
+                                                                           const void* data,
+                                                                           std::size_t n) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint32_t c = ~crc;
+  // Bytes up to an 8-byte boundary first, so no 8-byte load straddles a cache line.
+  while (n > 0 && (reinterpret_cast<std::uintptr_t>(p) & 7) != 0) {
+    c = _mm_crc32_u8(c, *p++);
+    --n;
+  }
+  std::uint64_t c64 = c;
+  while (n >= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    c64 = _mm_crc32_u64(c64, v);
+    p += 8;
+    n -= 8;
+  }
+  c = static_cast<std::uint32_t>(c64);
+  while (n--) c = _mm_crc32_u8(c, *p++);
+  return ~c;
+}
+
+inline bool cpu_has_sse42() noexcept {
+  static const bool has = [] {
+    __builtin_cpu_init();  // needed when first asked from a static initializer
+    return __builtin_cpu_supports("sse4.2") != 0;
+  }();
+  return has;
+}
+#endif
+
+}  // namespace detail
+
+/// Which implementation `crc32c_extend` uses on this machine.
+enum class crc32c_engine { table, sse42 };
+
+inline crc32c_engine crc32c_engine_in_use() noexcept {
+#ifdef TRAINKIT_CRC32C_HAS_SSE42
+  if (detail::cpu_has_sse42()) return crc32c_engine::sse42;
+#endif
+  return crc32c_engine::table;
+}
+
+/// Continues a CRC-32C over more bytes: crc32c(a+b) == crc32c_extend(crc32c(a), b).
+inline std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t n) noexcept {
+#ifdef TRAINKIT_CRC32C_HAS_SSE42
+  if (detail::cpu_has_sse42()) return detail::crc32c_extend_sse42(crc, data, n);
+#endif
+  return detail::crc32c_extend_table(crc, data, n);
 }
 
 /// CRC-32C of a byte range. crc32c("123456789") == 0xe3069283.

@@ -253,6 +253,10 @@ class trainer {
       console_.say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
     }
     result.first_step = step_ + 1;
+    // Set-up, not stall: the checkpointer's staging memory, before step 1 (prepares_saves).
+    if constexpr (checkpoint::prepares_saves<Checkpointer>)
+      if (rank() == 0 && (cfg_.ckpt_every > 0 || cfg_.ckpt_at_end))
+        checkpointer_.prepare(gather_state());
     auto files = open_file_sinks(result.resumed);
     const step_rates rates = measure_rates(result.calibration);
     std::uint64_t last_saved = step_;

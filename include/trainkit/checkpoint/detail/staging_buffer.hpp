@@ -24,12 +24,15 @@ class staging_buffer {
  public:
   staging_buffer() = default;
   staging_buffer(staging_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
+      : data_(std::exchange(other.data_, nullptr)),
+        capacity_(std::exchange(other.capacity_, 0)),
+        allocations_(std::exchange(other.allocations_, 0)) {}
   staging_buffer& operator=(staging_buffer&& other) noexcept {
     if (this != &other) {
       release();
       data_ = std::exchange(other.data_, nullptr);
       capacity_ = std::exchange(other.capacity_, 0);
+      allocations_ = std::exchange(other.allocations_, 0);
     }
     return *this;
   }
@@ -54,6 +57,7 @@ class staging_buffer {
     prefault(static_cast<std::byte*>(p), bytes);
     data_ = static_cast<std::byte*>(p);
     capacity_ = bytes;
+    ++allocations_;
     return data_;
   }
 
@@ -62,6 +66,10 @@ class staging_buffer {
   }
   std::size_t capacity() const noexcept {
     return capacity_;
+  }
+  /// How many times `reserve` has mapped (and faulted in) new memory.
+  std::size_t allocations() const noexcept {
+    return allocations_;
   }
 
  private:
@@ -81,6 +89,7 @@ class staging_buffer {
 
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
+  std::size_t allocations_ = 0;
 };
 
 }  // namespace trainkit::checkpoint::detail
