@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh — the one command for a lent H200: every GPU test, the training benchmark
-# beside a PyTorch reference on the same shapes, a per-kernel profile, a memcheck pass and short
-# gpt_fineweb --device cuda runs, sized to answer everything in one device-tool call.
+# beside a PyTorch reference on the same shapes (and eager vs CUDA-graph replay), a per-kernel
+# profile, a memcheck pass and short gpt_fineweb --device cuda runs, sized to answer everything
+# in one device-tool call.
 #
 # The device machine has nvcc, CMake and PyTorch but no Eigen, Boost, GoogleTest, CLI11 or
 # nlohmann, so nothing is built there: binaries are built HERE and carried.
@@ -69,11 +70,11 @@ if [[ $mode == build ]]; then
   done
   # Shared libraries a bare CUDA machine may lack (utf8proc, libgomp, Open MPI's for gpt_fineweb's
   # --reducer mpi; libstdc++ in case its is older). glibc stays the machine's own; cuBLASLt,
-  # cuDNN and NCCL are found there or in its PyTorch environment's nvidia/*/lib (too big to
-  # carry: libnccl alone is ~200 MiB).
+  # cuDNN, NVRTC (cuDNN's run-time engines) and NCCL are found there or in its PyTorch
+  # environment's nvidia/*/lib (too big to carry: libnccl alone is ~200 MiB, libnvrtc ~105 MiB).
   for lib in $(ldd "$carry"/bin/* | awk '/=>/ {print $3}' | sort -u); do
     case $(basename "$lib") in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*|libcudnn*|libnccl*) ;;
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcublas*|libcuda*|libcudnn*|libnvrtc*|libnccl*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done
@@ -159,7 +160,8 @@ for so in $needed; do find_lib "$so" || true; done
 for so in $(awk '/libcublas/ && !/not found/ {print $1 "=" $3}' <<<"$deps" | sort -u -t= -k1,1); do
   say "lib: ${so%%=*} resolved by the loader: ${so#*=}"
 done
-# cuDNN: no binary links it yet; say where the attention paths that will use it would find it.
+# cuDNN: test_cuda_gpt2 links it when the build found cudnn-frontend (its cudnn cases); say where
+# it comes from either way.
 ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 ' && say "lib: libcudnn.so.9 resolved by the loader" ||
   find_lib libcudnn.so.9 || true
 # PyTorch keeps the machine's own library path: the carried libstdc++/libgomp are for our binaries
@@ -217,11 +219,11 @@ step() {
 
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
-lim_core=20 lim_kernels=90 lim_stager=10 lim_flash=20 lim_prefetch=15 lim_gpt2=40 lim_golden=15 lim_training=45 lim_link=10
-lim_bench=60 lim_torch=80 lim_profile=35 lim_attn=20 lim_memcheck=35 lim_fineweb=45
+lim_core=20 lim_kernels=70 lim_stager=10 lim_flash=20 lim_prefetch=15 lim_gpt2=45 lim_golden=15 lim_training=45 lim_link=10
+lim_bench=60 lim_graph=30 lim_torch=80 lim_profile=30 lim_attn=20 lim_memcheck=25 lim_fineweb=45
 sum=$((lim_core + lim_kernels + lim_stager + lim_flash + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
-  lim_bench + lim_torch + lim_profile + lim_attn + lim_memcheck + lim_fineweb))
-say "budget: core $lim_core + kernels $lim_kernels + stager $lim_stager + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
+  lim_bench + lim_graph + lim_torch + lim_profile + lim_attn + lim_memcheck + lim_fineweb))
+say "budget: core $lim_core + kernels $lim_kernels + stager $lim_stager + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
 if ((sum > 540)); then  # the limits must fit one device-tool call (killed at 600 s)
   say "gpu_check: the step limits exceed 540 s; fix the lim_* values"
   write_summary
@@ -259,11 +261,16 @@ step test_cuda_stager "$lim_stager" gtest "$bin/test_cuda_stager" --gtest_color=
 step test_cuda_gpt2 "$lim_gpt2" gtest "$bin/test_cuda_gpt2" --gtest_color=no
 step test_cuda_golden "$lim_golden" gtest "$bin/test_cuda_golden" --gtest_color=no
 step test_cuda_training "$lim_training" gtest "$bin/test_cuda_training" --gtest_color=no
+# (test_cuda_gpt2 and test_cuda_training hold the CUDA graph tests: *CudaGraph*, replay = eager.)
 step test_cuda_link "$lim_link" "cuda link: two CUDA units and the umbrella linked \(loss" "$bin/test_cuda_link"
 
 # 3. training benchmark, then the PyTorch reference on the same shapes.
 step bench_gpu_training "$lim_bench" '^result impl=trainkit' "$bin/bench_gpu_training"
 bench_out=$last_output
+# 3a. the same d12 step eagerly and replayed as a CUDA graph, and a launch-bound d12 at B=2.
+step "bench_gpu_training --cuda-graph --quick" "$lim_graph" '^CUDA graph ' "$bin/bench_gpu_training" \
+  --cuda-graph --quick
+graph_out=$(sed -n '/^CUDA graph /,$p' <<<"$last_output")
 torch_script=$carry/torch_reference.py
 [[ -f $torch_script ]] || torch_script=$root/bench/gpu/torch_reference.py
 torch_end=$((SECONDS + lim_torch))
@@ -360,6 +367,7 @@ num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
   done <<<"$shapes"
   echo
   sed -n '/^case /,$p' <<<"$bench_out"
+  [[ -n $graph_out ]] && { echo; echo "$graph_out"; }
   [[ -n $attn_out ]] && { echo; echo "---- attention forward+backward (causal FLOPs) ----"; echo "$attn_out"; }
   [[ -f $out/profile.txt ]] && { echo; head -n 60 "$out/profile.txt"; }
   echo

@@ -16,7 +16,11 @@
 // no fused algorithm for: a non-zero count is a slow path to look at. Prints one line per case,
 // one machine-readable `result ...` line per case (bench/gpu_check.sh runs the PyTorch reference
 // on the same shapes from it) and a table last: figure, goal, met.
-//   bench_gpu_training [--quick]     (--quick: d12 only, fewer steps)
+// --cuda-graph runs every case twice, eagerly and with gpt2_cuda_options::cuda_graph (each
+// micro-step replayed as one captured graph; warm-up covers the eager first step and the
+// capture), plus a launch-bound case (d12 at B=2, where the GPU finishes a kernel about as fast
+// as the host launches the next), and prints steps/s of both beside the goal for the gain.
+//   bench_gpu_training [--quick] [--cuda-graph]     (--quick: d12 only, fewer steps)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -54,6 +58,13 @@ constexpr bench_case cases[] = {
     {"d48", 16, 1024, 0, 0.55},
 };
 
+// --cuda-graph: replay must never be slower (at B=32 the host launches ~700 kernels a step far
+// ahead of a GPU busy for tens of ms, so little is to gain); where kernels are short enough for
+// launches to pace the GPU (d12, B=2) it must gain 10%.
+constexpr double graph_gain_goal = 1.00;
+constexpr double launch_bound_gain_goal = 1.10;
+constexpr bench_case launch_bound_case{"d12", 2, 1024, 0, 0.0};
+
 struct result {
   std::string name;
   int batch = 0;
@@ -63,6 +74,8 @@ struct result {
   double heuristic_gemm_ms = 0, tuned_gemm_ms = 0;  // one call of each, summed
   int recompute = 0;
   int seq = 0;
+  bool graph = false;
+  int graph_replays = 0;
   double memory_gib = 0;
   bool ok = false;
   std::string error;
@@ -83,13 +96,14 @@ std::vector<float> cheap_weights(std::size_t n) {
   return w;
 }
 
-result run_case(const bench_case& c, int steps, int warmup, double peak) {
+result run_case(const bench_case& c, int steps, int warmup, double peak, bool graph = false) {
   result r;
   r.goal = c.mfu_goal;
   r.recompute = c.recompute;
   r.seq = c.seq;
+  r.graph = graph;
   const auto cfg = tk::model::gpt2_config::preset(c.preset);
-  r.name = std::string(c.preset) + " T=" + std::to_string(c.seq);
+  r.name = std::string(c.preset) + " T=" + std::to_string(c.seq) + (graph ? " graph" : "");
   const std::vector<float> weights = cheap_weights(cfg.num_parameters());
   for (int B = c.batch; B >= 1; B /= 2) {
     try {
@@ -98,6 +112,7 @@ result run_case(const bench_case& c, int steps, int warmup, double peak) {
       mo.attention = tk::model::gpt2_attention::flash;
       mo.deterministic = false;  // flash's dQ atomics; and autotuning may pick any algorithm
       mo.gemm_autotune = true;
+      mo.cuda_graph = graph;
       mo.batch_size = B;
       mo.seq_len = c.seq;
       tk::model::gpt2_cuda m(cfg, std::span<const float>(weights), mo);
@@ -138,6 +153,7 @@ result run_case(const bench_case& c, int steps, int warmup, double peak) {
       r.step_ms = times[times.size() / 2];
       r.optimizer_ms = opt_total / steps;
       r.fallbacks = m.matmul_fallbacks();
+      r.graph_replays = m.graph_replays();
       r.tuned = int(m.gemm_tuning().size());
       for (const auto& t : m.gemm_tuning()) {
         r.heuristic_gemm_ms += t.heuristic_ms;
@@ -164,8 +180,40 @@ result run_case(const bench_case& c, int steps, int warmup, double peak) {
 
 }  // namespace
 
+void print_result(const bench_case& c, const result& r) {
+  if (r.ok) {
+    std::printf(
+        "  %s B=%d: %.1f ms/step median (first step %.1f ms, optimizer %.1f ms), %.0f tok/s, "
+        "%.1f TFLOP/s, MFU %.1f%%, %.1f GiB in use, matmul fallbacks %d\n",
+        r.name.c_str(), r.batch, r.step_ms, r.first_ms, r.optimizer_ms, r.tok_per_s, r.tflops,
+        100 * r.mfu, r.memory_gib, r.fallbacks);
+    std::printf(
+        "  autotuning: %d GEMM shapes, one call of each %.3f ms with the heuristic's "
+        "first choice, %.3f ms with the fastest\n",
+        r.tuned, r.heuristic_gemm_ms, r.tuned_gemm_ms);
+    std::printf(
+        "result impl=trainkit model=%s B=%d T=%d accum=1 recompute=%d attention=flash graph=%d "
+        "tok_s=%.0f mfu=%.4f median_ms=%.2f first_ms=%.2f fallbacks=%d\n",
+        c.preset, r.batch, r.seq, r.recompute, r.graph ? 1 : 0, r.tok_per_s, r.mfu, r.step_ms,
+        r.first_ms, r.fallbacks);
+  } else {
+    std::printf("  %s failed: %s\n", r.name.c_str(), r.error.c_str());
+  }
+  std::fflush(stdout);
+}
+
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, graph = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--cuda-graph") == 0) {
+      graph = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_gpu_training [--quick] [--cuda-graph]\n");
+      return 2;
+    }
+  }
   if (!tk::cuda::device_present()) {
     std::printf("bench_gpu_training: no CUDA device present; nothing measured\n");
     return 0;
@@ -175,32 +223,33 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, %.1f GiB, dense bf16 peak %.0f TFLOP/s (table)\n",
               dev.name.c_str(), dev.sm_count, double(dev.total_memory) / double(1ull << 30), peak);
   std::vector<result> results;
-  for (const auto& c : cases) {
+  struct graph_pair {
+    result eager, graph;
+    double goal;
+  };
+  std::vector<graph_pair> pairs;
+  std::vector<bench_case> todo(std::begin(cases), std::end(cases));
+  if (graph) todo.insert(todo.begin(), launch_bound_case);
+  for (const auto& c : todo) {
     if (quick && std::strcmp(c.preset, "d12") != 0) continue;
-    const int steps = quick ? 5 : 10, warmup = quick ? 2 : 3;
-    std::printf("running %s (B=%d T=%d recompute=%d, %d warm-up + %d timed steps)...\n", c.preset,
-                c.batch, c.seq, c.recompute, warmup, steps);
+    // 3 warm-up steps at least with --cuda-graph: the eager first step, the capture, a replay.
+    const int steps = quick ? 5 : 10, warmup = quick && !graph ? 2 : 3;
+    std::printf("running %s (B=%d T=%d recompute=%d, %d warm-up + %d timed steps%s)...\n", c.preset,
+                c.batch, c.seq, c.recompute, warmup, steps, graph ? ", eager then CUDA graph" : "");
     std::fflush(stdout);
-    results.push_back(run_case(c, steps, warmup, peak));
-    const result& r = results.back();
-    if (r.ok) {
-      std::printf(
-          "  %s B=%d: %.1f ms/step median (first step %.1f ms, optimizer %.1f ms), %.0f tok/s, "
-          "%.1f TFLOP/s, MFU %.1f%%, %.1f GiB in use, matmul fallbacks %d\n",
-          r.name.c_str(), r.batch, r.step_ms, r.first_ms, r.optimizer_ms, r.tok_per_s, r.tflops,
-          100 * r.mfu, r.memory_gib, r.fallbacks);
-      std::printf(
-          "  autotuning: %d GEMM shapes, one call of each %.3f ms with the heuristic's "
-          "first choice, %.3f ms with the fastest\n",
-          r.tuned, r.heuristic_gemm_ms, r.tuned_gemm_ms);
-      std::printf(
-          "result impl=trainkit model=%s B=%d T=%d accum=1 recompute=%d attention=flash "
-          "tok_s=%.0f mfu=%.4f median_ms=%.2f first_ms=%.2f fallbacks=%d\n",
-          c.preset, r.batch, r.seq, r.recompute, r.tok_per_s, r.mfu, r.step_ms, r.first_ms,
-          r.fallbacks);
-    } else
-      std::printf("  %s failed: %s\n", r.name.c_str(), r.error.c_str());
-    std::fflush(stdout);
+    const bool launch_bound = &c == &todo.front() && graph;
+    result eager = run_case(c, steps, warmup, peak);
+    print_result(c, eager);
+    if (!launch_bound) results.push_back(eager);
+    if (!graph) continue;
+    result replayed = run_case(c, steps, warmup, peak, true);
+    print_result(c, replayed);
+    if (replayed.ok && replayed.graph_replays == 0) {
+      replayed.ok = false;
+      replayed.error = "cuda_graph set but no micro-step was replayed";
+    }
+    if (!launch_bound) results.push_back(replayed);
+    pairs.push_back({eager, replayed, launch_bound ? launch_bound_gain_goal : graph_gain_goal});
   }
   std::printf("\n%-14s %5s %10s %10s %12s %9s %8s %8s %5s %9s\n", "case", "B", "ms/step",
               "first ms", "tok/s", "TFLOP/s", "MFU", "goal", "met", "fallbacks");
@@ -214,7 +263,24 @@ int main(int argc, char** argv) {
                 r.batch, r.step_ms, r.first_ms, r.tok_per_s, r.tflops, 100 * r.mfu, 100 * r.goal,
                 r.mfu >= r.goal ? "yes" : "no", r.fallbacks);
   }
+  if (graph) {
+    std::printf("\n%-22s %5s %14s %14s %8s %8s %5s\n", "CUDA graph", "B", "eager steps/s",
+                "graph steps/s", "gain", "goal", "met");
+    for (const auto& p : pairs) {
+      const bool ok = p.eager.ok && p.graph.ok;
+      const double e = ok ? 1e3 / p.eager.step_ms : 0, g = ok ? 1e3 / p.graph.step_ms : 0;
+      if (!ok) {
+        std::printf("%-22s %5s %14s %14s %8s %7.2fx %5s\n", p.eager.name.c_str(), "-", "-", "-",
+                    "FAILED", p.goal, "no");
+        continue;
+      }
+      std::printf("%-22s %5d %14.2f %14.2f %7.3fx %7.2fx %5s\n", p.eager.name.c_str(),
+                  p.eager.batch, e, g, g / e, p.goal, g / e >= p.goal ? "yes" : "no");
+    }
+  }
   for (const auto& r : results)
     if (!r.ok) return 1;
+  for (const auto& p : pairs)
+    if (!p.eager.ok || !p.graph.ok) return 1;
   return 0;
 }

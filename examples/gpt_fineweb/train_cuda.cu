@@ -101,6 +101,7 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
                                           : tk::model::gpt2_attention::naive;
     mo.deterministic = true;
   }
+  mo.cuda_graph = o.cuda_graph;
   mo.batch_size = o.batch;  // size the activation arena once, up front
   mo.seq_len = o.seq;
   std::optional<tk::model::gpt2_cuda> model;

@@ -24,6 +24,7 @@ struct train_options {
   std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
   std::string attention = "naive";  // --device cuda: naive, flash or cudnn
+  bool cuda_graph = false;          // --device cuda: replay each micro-step as a CUDA graph
   std::string model = "d2";
   int batch = 8;                       // B (micro-batch)
   int seq = 64;                        // T
@@ -97,6 +98,8 @@ struct train_options {
     if (attention != "naive" && device != "cuda")
       throw trainkit::config_error("--attention " + attention +
                                    " needs --device cuda (the CPU model has one attention)");
+    if (cuda_graph && device != "cuda")
+      throw trainkit::config_error("--cuda-graph needs --device cuda");
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
     if (warmup < 0)
       throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
@@ -161,6 +164,9 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "flash (tiled, not bit-reproducible) or cudnn (cuDNN SDPA; builds with "
                  "TRAINKIT_GPT_FINEWEB_CUDNN=ON)")
       ->check(CLI::IsMember({"naive", "flash", "cudnn"}));
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "--device cuda: capture each micro-step as a CUDA graph and replay it (one launch "
+               "instead of hundreds; same results)");
   app.add_option("--model", o.model, "GPT-2 preset: d2 d6 d12 d24 d36 d48")
       ->check(CLI::IsMember({"d2", "d6", "d12", "d24", "d36", "d48"}));
   app.add_option("--batch", o.batch, "micro-batch size B");

@@ -3,8 +3,9 @@
 // 0.1% at most), every parameter tensor's gradient with cosine similarity > 0.99 and relative
 // error < 5% (bf16 gradients and activations: a few % is the expected spread, a wrong kernel gives
 // cosine near 0). Also: determinism (two runs bit-identical in deterministic mode), recompute
-// modes, gradient accumulation, forward() vs forward_backward(), bad tokens, state(). Every test
-// skips without a CUDA device.
+// modes, gradient accumulation, forward() vs forward_backward(), bad tokens, state(), cuDNN
+// attention (when trainkit::cudnn is found), the micro-step replayed as a CUDA graph against the
+// eager one. Every test skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -263,6 +264,146 @@ TEST(Gpt2Cuda, StepProtocolEnqueuesWithoutWaitingOnTheHost) {
   EXPECT_LT(enqueue_s, 5.0) << "zero_grad/forward_backward waited on the host for the stream";
   EXPECT_EQ(m.step_loss(), warm_loss) << "the same batch, read after the one synchronisation";
 }
+
+// Steps of the step protocol on one model: per step the mean loss, the gradients and the buckets
+// published, cycling through `batches` (so each micro-step's batch sits at a different address).
+struct protocol_run {
+  std::vector<double> losses;
+  std::vector<fvec> grads;
+  std::vector<std::vector<std::size_t>> published;
+};
+
+protocol_run run_protocol(gpt2_cuda& m, const std::vector<const device_batch*>& batches, int micro,
+                          int steps, float grad_scale) {
+  trainkit::cuda::execution_context ctx;
+  protocol_run r;
+  std::size_t next = 0;
+  for (int step = 0; step < steps; ++step) {
+    bucket_log log;
+    trainkit::model::micro_step ms{grad_scale, 0, micro, {&log, &bucket_log::ready}};
+    m.zero_grad(ctx);
+    for (int k = 0; k < micro; ++k) {
+      ms.index = k;
+      m.forward_backward(batches[next++ % batches.size()]->view(), ms, ctx);
+    }
+    ctx.synchronize();
+    r.losses.push_back(m.step_loss());
+    r.grads.emplace_back(m.num_parameters());
+    m.gradients_to_host(r.grads.back());
+    r.published.push_back(log.order);
+  }
+  return r;
+}
+
+void expect_same_bits(const protocol_run& graph, const protocol_run& eager, const char* what) {
+  SCOPED_TRACE(what);
+  ASSERT_EQ(graph.losses.size(), eager.losses.size());
+  for (std::size_t i = 0; i < eager.losses.size(); ++i) {
+    EXPECT_EQ(graph.losses[i], eager.losses[i]) << "step " << i;
+    EXPECT_TRUE(graph.grads[i] == eager.grads[i]) << "gradients of step " << i;
+    EXPECT_EQ(graph.published[i], eager.published[i]) << "buckets of step " << i;
+  }
+}
+
+// cuda_graph replays the captured micro-step: in deterministic mode every loss, gradient and
+// bucket publication equals the eager model's, through two micro-steps per step (first/last
+// handled outside the graph), a smaller shape (captured anew, same arena), a new grad_scale
+// (captured anew) and a larger shape (the arena grows: every graph is dropped).
+TEST(Gpt2Cuda, CudaGraphReplaysTheEagerMicroStepsBitForBit) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  const device_batch a(2, 64, cfg.vocab_size, 31), b(2, 64, cfg.vocab_size, 32),
+      c(2, 64, cfg.vocab_size, 33), small(1, 32, cfg.vocab_size, 34),
+      large(4, 64, cfg.vocab_size, 35);
+  gpt2_cuda_options graph_opt;
+  graph_opt.cuda_graph = true;
+  gpt2_cuda eager(cfg, 17), graph(cfg, 17, graph_opt);
+  const std::vector<const device_batch*> abc{&a, &b, &c};
+
+  const protocol_run e1 = run_protocol(eager, abc, 2, 4, 0.5f);
+  const protocol_run g1 = run_protocol(graph, abc, 2, 4, 0.5f);
+  expect_same_bits(g1, e1, "B=2 T=64, 2 micro-steps");
+  ASSERT_EQ(g1.published.back().size(), graph.gradient_buckets().size());
+  for (std::size_t i = 0; i < g1.published.back().size(); ++i)
+    EXPECT_EQ(g1.published.back()[i], i) << "publication order";
+  EXPECT_EQ(graph.graph_captures(), 2) << "one graph without buckets, one cut at the buckets";
+  EXPECT_EQ(graph.graph_replays(), 7) << "the first micro-step runs eagerly";
+  EXPECT_EQ(eager.graph_replays(), 0);
+
+  expect_same_bits(run_protocol(graph, {&small}, 1, 3, 1.0f),
+                   run_protocol(eager, {&small}, 1, 3, 1.0f), "B=1 T=32 in the same arena");
+  EXPECT_EQ(graph.graph_captures(), 3) << "the new shape: one eager step, then one capture";
+
+  expect_same_bits(run_protocol(graph, abc, 2, 2, 0.25f), run_protocol(eager, abc, 2, 2, 0.25f),
+                   "grad_scale 0.25");
+  EXPECT_EQ(graph.graph_captures(), 5) << "grad_scale is a kernel argument: both variants again";
+
+  expect_same_bits(run_protocol(graph, {&large}, 1, 3, 1.0f),
+                   run_protocol(eager, {&large}, 1, 3, 1.0f), "B=4 T=64, a larger arena");
+  EXPECT_EQ(graph.graph_captures(), 6);
+  // forward() after replays still sees the same weights and arena.
+  EXPECT_EQ(graph.forward(a.view()), eager.forward(a.view()));
+}
+
+// Flash attention's dq atomics add in no fixed order, so graph and eager runs agree to rounding.
+TEST(Gpt2Cuda, CudaGraphWithFlashAttentionMatchesEagerToRounding) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  const device_batch a(2, 128, cfg.vocab_size, 41), b(2, 128, cfg.vocab_size, 42);
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::flash;
+  opt.deterministic = false;
+  gpt2_cuda eager(cfg, 19, opt);
+  opt.cuda_graph = true;
+  gpt2_cuda graph(cfg, 19, opt);
+  const protocol_run e = run_protocol(eager, {&a, &b}, 2, 3, 0.5f);
+  const protocol_run g = run_protocol(graph, {&a, &b}, 2, 3, 0.5f);
+  EXPECT_EQ(graph.graph_replays(), 5);
+  for (std::size_t i = 0; i < e.losses.size(); ++i) {
+    EXPECT_NEAR(g.losses[i], e.losses[i], 1e-5 * e.losses[i]) << "step " << i;
+    EXPECT_GT(cosine(g.grads[i], e.grads[i]), 0.9999) << "step " << i;
+    EXPECT_EQ(g.published[i], e.published[i]) << "step " << i;
+  }
+}
+
+#if defined(TRAINKIT_HAS_CUDNN_FRONTEND)
+TEST(Gpt2Cuda, CudnnAttentionMatchesCpuD2T256) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::cudnn;
+  compare_with_cpu("d2", 2, 256, opt);
+}
+
+TEST(Gpt2Cuda, CudnnAttentionMatchesCpuD6OddT) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::cudnn;
+  compare_with_cpu("d6", 2, 100, opt);
+}
+
+// cuDNN's graphs run inside the captured CUDA graph; its deterministic backward keeps the bits.
+// An eval forward() of a new shape in between may move cuDNN's workspace: the graph then is
+// captured again instead of replaying into freed memory.
+TEST(Gpt2Cuda, CudaGraphWithCudnnAttentionReplaysBitForBit) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  const device_batch a(2, 128, cfg.vocab_size, 51), b(2, 128, cfg.vocab_size, 52),
+      eval(1, 256, cfg.vocab_size, 53);
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::cudnn;
+  opt.batch_size = 2;
+  opt.seq_len = 256;  // eval's T fits the arena: only cuDNN's workspace can move
+  gpt2_cuda eager(cfg, 23, opt);
+  opt.cuda_graph = true;
+  gpt2_cuda graph(cfg, 23, opt);
+  expect_same_bits(run_protocol(graph, {&a, &b}, 2, 3, 0.5f),
+                   run_protocol(eager, {&a, &b}, 2, 3, 0.5f), "cudnn, 2 micro-steps");
+  EXPECT_EQ(graph.forward(eval.view()), eager.forward(eval.view()));
+  expect_same_bits(run_protocol(graph, {&a, &b}, 2, 2, 0.5f),
+                   run_protocol(eager, {&a, &b}, 2, 2, 0.5f), "after an eval of another shape");
+  EXPECT_GE(graph.graph_captures(), 2);
+}
+#endif
 
 TEST(Gpt2Cuda, BadTokensThrowConfigError) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();

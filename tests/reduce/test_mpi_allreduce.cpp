@@ -1,6 +1,7 @@
 // Tests of reduce::mpi_allreduce, run by ctest under mpiexec with 2 ranks (and the trainer tests
 // with 3): buckets of random floats reduce to the sum over ranks, exactly as each rank computes it
-// from every rank's seed; odd-length, split and empty buckets; misuse of the protocol throws on
+// from every rank's seed; odd-length, split and empty buckets; reductions deferred to finish()
+// give the same bits as overlapped ones; misuse of the protocol throws on
 // every rank alike (no hang); the rank-aware hooks; and a trainer with 2 ranks × 1 micro-batch
 // equals 1 process × 2 micro-batches of gradient accumulation bit for bit over 20 steps (losses,
 // validation losses, norms, weights), to 1e-5 with more micro-batches or ranks, and a stop on one
@@ -115,6 +116,33 @@ TEST(MpiAllreduce, BucketsBecomeTheSumOverRanksComputedFromEveryRanksSeed) {
       else
         ASSERT_NEAR(m.grads[j], sum[j], 1e-6f * std::abs(sum[j]) + 1e-6f) << "element " << j;
     }
+  }
+}
+
+// Reductions started in finish() instead of during backward: the same collectives on the same
+// ranges, so the same bits, step after step; nothing is reduced before finish().
+TEST(MpiAllreduce, AfterBackwardTimingGivesTheOverlappedGradientsBitForBit) {
+  tk::reduce::mpi_allreduce overlapped;
+  tk::reduce::mpi_allreduce deferred(MPI_COMM_WORLD, tk::reduce::bucket_timing::after_backward);
+  EXPECT_EQ(overlapped.timing(), tk::reduce::bucket_timing::with_backward);
+  EXPECT_EQ(deferred.timing(), tk::reduce::bucket_timing::after_backward);
+  bucketed_gradients a = odd_layout(overlapped.rank()), b = odd_layout(deferred.rank());
+  tk::host_context ctx;
+  overlapped.attach(a, ctx);
+  deferred.attach(b, ctx);
+  for (int step = 0; step < 3; ++step) {
+    const auto mine = random_floats(a.grads.size(), seed_of(overlapped.rank()) + 50 + step);
+    std::copy(mine.begin(), mine.end(), a.grads.begin());
+    std::copy(mine.begin(), mine.end(), b.grads.begin());
+    for (std::size_t i = 0; i < a.buckets.size(); ++i) {
+      overlapped.bucket_ready(i);
+      deferred.bucket_ready(i);
+    }
+    EXPECT_EQ(b.grads, mine) << "after_backward reduced a bucket before finish()";
+    overlapped.finish();
+    deferred.finish();
+    ASSERT_EQ(a.grads, b.grads) << "step " << step;
+    EXPECT_NE(b.grads, mine) << "finish() reduced nothing";
   }
 }
 
@@ -357,6 +385,28 @@ TEST(MpiTrainer, OneProcessResumesATwoRankCheckpointBitForBit) {
               0);
     std::filesystem::remove_all(dir);
   }
+}
+
+// Through the trainer: the reductions started after backward instead of during it change when
+// the sums are computed, not what they are.
+TEST(MpiTrainer, AfterBackwardTimingTrainsTheSameBits) {
+  tk::reduce::mpi_allreduce overlapped;
+  const int rank = overlapped.rank(), n = overlapped.world_size();
+  const run_record a =
+      train(rank, n, 1, std::move(overlapped), {.steps = 8, .eval_every = 0, .on_step = {}});
+  const run_record b =
+      train(rank, n, 1,
+            tk::reduce::mpi_allreduce(MPI_COMM_WORLD, tk::reduce::bucket_timing::after_backward),
+            {.steps = 8, .eval_every = 0, .on_step = {}});
+  ASSERT_EQ(a.loss.size(), b.loss.size());
+  for (std::size_t s = 0; s < a.loss.size(); ++s) {
+    EXPECT_TRUE(same_bits(a.loss[s], b.loss[s])) << "step " << s + 1;
+    EXPECT_TRUE(same_bits(a.grad_norm[s], b.grad_norm[s])) << "step " << s + 1;
+  }
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  EXPECT_EQ(
+      std::memcmp(a.parameters.data(), b.parameters.data(), a.parameters.size() * sizeof(float)),
+      0);
 }
 
 // A stop on one rank (its callback, or a signal: both go through the reducer's any()) stops every

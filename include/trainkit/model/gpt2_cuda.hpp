@@ -17,6 +17,11 @@
 // published right after the last kernel writing them is enqueued. Deterministic mode builds the
 // encoder's token buckets on the device too (model/cuda/token_buckets.cuh). The exception: a batch
 // shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
+// With options.cuda_graph the micro-step's kernels are captured once per (B, T, grad_scale) and
+// replayed as one graph (several when buckets are published, one per bucket, so a reducer still
+// starts on each as backward finishes it): the batch is first copied into fixed token buffers,
+// the step's start (flags, loss sum) and end (the copy to pinned memory) stay outside the graph,
+// so the captured work does not depend on the micro-step's index. docs/cuda.md, "CUDA graphs".
 // The other public functions (forward, the convenience forward_backward, copies) run on the
 // model's own stream and return with their work complete. Batches passed to the protocol must be
 // complete in the context's stream order (pinned_prefetcher bound to the context does that).
@@ -30,11 +35,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +61,7 @@
 #include "trainkit/model/cuda/attention.cuh"
 #include "trainkit/model/cuda/classifier.cuh"
 #include "trainkit/model/cuda/common.cuh"
+#include "trainkit/model/cuda/cuda_graph.hpp"
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/flash_attention.cuh"
@@ -121,6 +129,7 @@ class gpt2_cuda {
     check_buckets_tile(buckets_, params.size(), "gpt2_cuda");
     loss_sums_ = trainkit::cuda::device_buffer<double>(2);  // [0] the step's, [1] forward()'s
     host_step_ = trainkit::cuda::pinned_buffer<double>(2);  // {Σ micro-step means, flags}
+    if (options_.cuda_graph) capture_stream_ = std::make_unique<trainkit::cuda::stream>(true);
     upload_parameters(params);
     zero_grad();
     if (options_.batch_size > 0 && options_.seq_len > 0)
@@ -146,6 +155,9 @@ class gpt2_cuda {
   cudaStream_t stream() const noexcept { return stream_->get(); }
   /// GEMMs whose epilogue ran through fallback kernels (cuBLASLt had no fused algorithm).
   int matmul_fallbacks() const noexcept { return blas_->fallbacks(); }
+  /// Micro-steps captured as CUDA graphs so far, and micro-steps replayed from one (cuda_graph).
+  int graph_captures() const noexcept { return graph_captures_; }
+  int graph_replays() const noexcept { return graph_replays_; }
   /// The GEMM shapes autotuned so far (empty in deterministic mode or with gemm_autotune off).
   const std::vector<kernels::matmul_context::tuning_record>& gemm_tuning() const noexcept {
     return blas_->tuning_log();
@@ -198,6 +210,12 @@ class gpt2_cuda {
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
     if (options_.deterministic) token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
+    // Captured graphs hold the old arena's addresses (a new arena may even reuse them with a
+    // different layout): every shape runs eagerly once more, then is captured again.
+    graphs_.clear();
+    warmed_.clear();
+    if (options_.cuda_graph)
+      graph_tokens_ = trainkit::cuda::device_buffer<std::int32_t>(2 * std::size_t(nb) * nt);
     arena_batch_ = nb;
     arena_seq_ = nt;
   }
@@ -378,13 +396,138 @@ class gpt2_cuda {
     // Bad-token flags collect over the step's micro-steps: cleared only on the first.
     if (first) begin_step(N, s);
     step_rows_ = N;
-    forward_trunk(batch.inputs, B, T);
-    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
+    if (options_.cuda_graph && warmed(B, T)) {
+      replay_micro_step(batch, grad_scale, first, on_bucket, s);
+    } else {
+      micro_step_kernels(batch.inputs, batch.targets, B, T, grad_scale, first, on_bucket);
+      if (options_.cuda_graph) warmed_.push_back({B, T});
+    }
+    if (last) enqueue_step_copy(host_step_.data(), loss_sums_.data(), s);
+  }
+
+  // Forward, loss and backward of one micro-step, enqueued on work(): the part a graph captures.
+  // restart: the loss sum starts from this micro-step's mean instead of adding to it.
+  void micro_step_kernels(const std::int32_t* inputs, const std::int32_t* targets, int B, int T,
+                          float grad_scale, bool restart, const bucket_observer& on_bucket) {
+    const std::size_t N = std::size_t(B) * T;
+    const cudaStream_t s = work();
+    forward_trunk(inputs, B, T);
+    kernels::classifier(slot<bf16_t>(plan_.logits), losses(), targets, flags() + 1, int(N),
                         config_.vocab_size, config_.padded_vocab_size, grad_scale / float(N),
                         /*backward=*/true, s);
-    kernels::accumulate_mean_loss(loss_sums_.data(), losses(), int(N), first, s);
-    backward_trunk(batch.inputs, B, T, on_bucket);
-    if (last) enqueue_step_copy(host_step_.data(), loss_sums_.data(), s);
+    kernels::accumulate_mean_loss(loss_sums_.data(), losses(), int(N), restart, s);
+    backward_trunk(inputs, B, T, on_bucket);
+  }
+
+  // ---- CUDA graphs (options_.cuda_graph) ----
+
+  // A graph of the micro-step's kernels, cut after each published bucket: bucket < 0 for the
+  // piece after the last one (or the whole micro-step when nothing is published).
+  struct graph_piece {
+    kernels::graph_exec exec;
+    std::ptrdiff_t bucket = -1;
+  };
+  struct captured_micro_step {
+    int B = 0, T = 0;
+    std::uint32_t grad_scale_bits = 0;  // the classifier's scale is a kernel argument
+    bool publishes = false;             // cut at the buckets (the step's last micro-step)
+    const void* attention_workspace = nullptr;
+    std::vector<graph_piece> pieces;
+  };
+  // Every grad_scale is its own graph; a caller that changes it each step would fill the device
+  // with graphs without this bound (the trainer's is constant: 1/(micro-batches × ranks)).
+  static constexpr std::size_t max_graphs = 8;
+
+  bool warmed(int B, int T) const noexcept {
+    return std::find(warmed_.begin(), warmed_.end(), std::array<int, 2>{B, T}) != warmed_.end();
+  }
+
+  // The arena's fixed token buffers: graphs read the batch from here, whatever slot it came in.
+  std::int32_t* graph_inputs() noexcept { return graph_tokens_.data(); }
+  std::int32_t* graph_targets() noexcept {
+    return graph_tokens_.data() + std::size_t(arena_batch_) * arena_seq_;
+  }
+
+  const void* attention_workspace() const noexcept {
+#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
+    if (cudnn_) return cudnn_->workspace();
+#endif
+    return nullptr;
+  }
+
+  void replay_micro_step(batch_view<device_memory> batch, float grad_scale, bool first,
+                         const bucket_observer& on_bucket, cudaStream_t s) {
+    const int B = batch.batch_size, T = batch.seq_len;
+    const std::size_t bytes = std::size_t(B) * T * sizeof(std::int32_t);
+    const captured_micro_step& g = graph_for(B, T, grad_scale, on_bucket.ready != nullptr);
+    // Stream order: the batch is complete on `s` (the protocol's contract), and the prefetcher
+    // reuses its slot only after work enqueued on `s` from here on.
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(graph_inputs(), batch.inputs, bytes, cudaMemcpyDeviceToDevice, s));
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpyAsync(graph_targets(), batch.targets, bytes, cudaMemcpyDeviceToDevice, s));
+    // The graph always adds its mean: the step's first micro-step starts from 0 (0 + m == m).
+    if (first) TRAINKIT_CUDA_CHECK(cudaMemsetAsync(loss_sums_.data(), 0, sizeof(double), s));
+    for (const graph_piece& p : g.pieces) {
+      p.exec.launch(s);
+      if (p.bucket >= 0) on_bucket(std::size_t(p.bucket));
+    }
+    ++graph_replays_;
+  }
+
+  const captured_micro_step& graph_for(int B, int T, float grad_scale, bool publishes) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(grad_scale);
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+      if (it->B != B || it->T != T || it->grad_scale_bits != bits || it->publishes != publishes)
+        continue;
+      if (it->attention_workspace == attention_workspace()) return *it;
+      graphs_.erase(it);  // cuDNN's workspace moved (a new shape needed more): capture again
+      break;
+    }
+    if (graphs_.size() >= max_graphs) graphs_.erase(graphs_.begin());
+    captured_micro_step c;
+    c.B = B, c.T = T, c.grad_scale_bits = bits, c.publishes = publishes;
+    c.attention_workspace = attention_workspace();
+    try {
+      capture(c, grad_scale);
+    } catch (const cuda_error& e) {
+      throw cuda_error("gpt2_cuda: capturing the micro-step (B=" + std::to_string(B) +
+                           ", T=" + std::to_string(T) + ") as a CUDA graph failed: " + e.what() +
+                           " (cuda_graph = false runs it eagerly)",
+                       e.code());
+    }
+    graphs_.push_back(std::move(c));
+    ++graph_captures_;
+    return graphs_.back();
+  }
+
+  // Records the micro-step's kernels on the private capture stream (its launches do not run).
+  // Legal during capture because this shape already ran eagerly: every GEMM shape has its
+  // algorithm, cuDNN its graphs and workspace, CUB its scratch, the arena its size — nothing in
+  // here allocates, synchronises or reads a device value on the host.
+  void capture(captured_micro_step& c, float grad_scale) {
+    struct cutter {
+      captured_micro_step* out;
+      cudaStream_t stream;
+      std::optional<kernels::stream_capture> open;
+      static void ready(void* self, std::size_t bucket) {
+        auto& me = *static_cast<cutter*>(self);
+        me.out->pieces.push_back({me.open->end(), std::ptrdiff_t(bucket)});
+        me.open.reset();
+        me.open.emplace(me.stream);
+      }
+    };
+    const cudaStream_t cs = capture_stream_->get();
+    const stream_scope scope(*this, cs);
+    cutter cut{&c, cs, std::nullopt};
+    cut.open.emplace(cs);
+    const bucket_observer observer =
+        c.publishes ? bucket_observer{&cut, &cutter::ready} : bucket_observer{};
+    micro_step_kernels(graph_inputs(), graph_targets(), c.B, c.T, grad_scale, /*restart=*/false,
+                       observer);
+    graph_piece tail{cut.open->end(), -1};
+    cut.open.reset();
+    if (tail.exec.nodes() > 0) c.pieces.push_back(std::move(tail));
   }
 
   void begin_step(std::size_t N, cudaStream_t s) {
@@ -689,6 +832,7 @@ class gpt2_cuda {
   std::string device_name_;
   std::unique_ptr<trainkit::cuda::stream> stream_;
   std::unique_ptr<kernels::matmul_context> blas_;
+  std::unique_ptr<trainkit::cuda::stream> capture_stream_;  // cuda_graph only; never runs work
 #ifdef TRAINKIT_HAS_CUDNN_FRONTEND
   std::unique_ptr<kernels::cudnn_attention> cudnn_;  // attention=cudnn only
 #endif
@@ -703,6 +847,10 @@ class gpt2_cuda {
   trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
   int step_count_ = 1;                               // micro-steps of the step being read
   cudaStream_t work_ = nullptr;                      // see stream_scope
+  std::vector<captured_micro_step> graphs_;          // cuda_graph: at most max_graphs
+  std::vector<std::array<int, 2>> warmed_;           // (B, T) run eagerly on this arena
+  trainkit::cuda::device_buffer<std::int32_t> graph_tokens_;  // inputs, then targets
+  int graph_captures_ = 0, graph_replays_ = 0;
 };
 
 static_assert(model<gpt2_cuda>, "gpt2_cuda must satisfy trainkit::model::model");

@@ -15,6 +15,8 @@
 //
 // Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
 // default), so each bucket_ready also tests the outstanding requests to move them along.
+// bucket_timing::after_backward starts every reduction in finish() instead, in publication order
+// (the same collectives, so the same sums): the baseline that measures what the overlap hides.
 #pragma once
 
 #include <mpi.h>
@@ -38,12 +40,18 @@
 
 namespace trainkit::reduce {
 
+/// When mpi_allreduce starts a bucket's reduction: as soon as backward publishes it, or all of
+/// them once backward is done (in finish()).
+enum class bucket_timing { with_backward, after_backward };
+
 class mpi_allreduce {
  public:
   /// Works on a duplicate of `comm` (its messages never match the caller's) with
   /// MPI_ERRORS_RETURN, so a failed collective throws instead of aborting. MPI must be
   /// initialised (reduce::mpi_session).
-  explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD) {
+  explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD,
+                         bucket_timing timing = bucket_timing::with_backward)
+      : timing_(timing) {
     detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
     try {
       detail::check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -68,7 +76,9 @@ class mpi_allreduce {
         datatype_(other.datatype_),
         buckets_(std::move(other.buckets_)),
         ready_(std::move(other.ready_)),
-        requests_(std::move(other.requests_)) {}
+        requests_(std::move(other.requests_)),
+        timing_(other.timing_),
+        deferred_(std::move(other.deferred_)) {}
   mpi_allreduce& operator=(mpi_allreduce&&) = delete;
 
   ~mpi_allreduce() {
@@ -82,6 +92,7 @@ class mpi_allreduce {
 
   int rank() const noexcept { return rank_; }
   int world_size() const noexcept { return size_; }
+  bucket_timing timing() const noexcept { return timing_; }
 
   /// Keeps where the model's gradients are and how they are bucketed. Host memory only; float or
   /// double gradients.
@@ -105,8 +116,9 @@ class mpi_allreduce {
                              std::to_string(grads.size()) + " gradients");
   }
 
-  /// Starts the sum over ranks of bucket i's ranges. Every rank publishes the buckets in the
-  /// same order (backward's), which MPI requires of collectives on one communicator.
+  /// Starts the sum over ranks of bucket i's ranges (after_backward: queues it for finish()).
+  /// Every rank publishes the buckets in the same order (backward's), which MPI requires of
+  /// collectives on one communicator.
   void bucket_ready(std::size_t i) {
     if (base_ == nullptr) throw config_error("mpi_allreduce: bucket_ready before attach");
     if (i >= buckets_.size())
@@ -116,27 +128,28 @@ class mpi_allreduce {
       throw config_error("mpi_allreduce: bucket '" + buckets_[i].name +
                          "' published twice in one step");
     ready_[i] = true;
-    for (const model::gradient_range& r : buckets_[i].ranges) {
-      // MPI counts are int: a range past 2^31-1 elements goes in pieces.
-      for (std::size_t done = 0; done < r.count;) {
-        const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
-        MPI_Request request = MPI_REQUEST_NULL;
-        detail::check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
-                                     int(n), datatype_, MPI_SUM, comm_, &request),
-                      "MPI_Iallreduce");
-        requests_.push_back(request);
-        done += n;
-      }
+    if (timing_ == bucket_timing::after_backward) {
+      deferred_.push_back(i);
+      return;
     }
+    start(i);
     int all_done = 0;
     detail::check(
         MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
         "MPI_Testall");
   }
 
-  /// Waits for every bucket's sum over ranks. Throws config_error if a bucket was never
-  /// published this step.
+  /// Waits for every bucket's sum over ranks (after_backward: starts them first). Throws
+  /// config_error if a bucket was never published this step.
   void finish() {
+    try {
+      for (const std::size_t i : deferred_) start(i);
+    } catch (...) {
+      deferred_.clear();
+      ready_.assign(buckets_.size(), false);
+      throw;
+    }
+    deferred_.clear();
     const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
     detail::check(waited, "MPI_Waitall");
@@ -178,6 +191,22 @@ class mpi_allreduce {
   }
 
  private:
+  // MPI_Iallreduce (sum, in place) of bucket i's ranges; the requests join requests_.
+  void start(std::size_t i) {
+    for (const model::gradient_range& r : buckets_[i].ranges) {
+      // MPI counts are int: a range past 2^31-1 elements goes in pieces.
+      for (std::size_t done = 0; done < r.count;) {
+        const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
+        MPI_Request request = MPI_REQUEST_NULL;
+        detail::check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
+                                     int(n), datatype_, MPI_SUM, comm_, &request),
+                      "MPI_Iallreduce");
+        requests_.push_back(request);
+        done += n;
+      }
+    }
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
@@ -187,6 +216,8 @@ class mpi_allreduce {
   std::vector<model::gradient_bucket> buckets_;  // copied: publication order, ranges
   std::vector<bool> ready_;                      // published this step
   std::vector<MPI_Request> requests_;            // in flight this step
+  bucket_timing timing_ = bucket_timing::with_backward;
+  std::vector<std::size_t> deferred_;  // after_backward: published, not yet started
 };
 
 static_assert(gradient_reducer_for<mpi_allreduce, model::gpt2_cpu>);

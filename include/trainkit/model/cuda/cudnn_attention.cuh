@@ -80,6 +80,9 @@ class cudnn_attention {
 
   /// Graphs built so far (tests: one per shape and pass).
   std::size_t cached_graphs() const noexcept { return graphs_.size(); }
+  /// The workspace every graph runs in. It moves when a new shape needs more: a CUDA graph that
+  /// captured the old address must be captured again.
+  const void* workspace() const noexcept { return workspace_.data(); }
 
   /// out (B, T, C) and lse (B, H, T) from qkv (B, T, 3C), causal, scale 1/√hs.
   void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,

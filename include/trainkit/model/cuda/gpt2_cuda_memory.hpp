@@ -47,6 +47,11 @@ struct gpt2_cuda_options {
   /// (model/cuda/matmul.cuh). Not in deterministic mode: the fastest can differ from run to run,
   /// and with the algorithm the rounding; there the heuristic's first choice is kept.
   bool gemm_autotune = true;
+  /// Replay each micro-step as a captured CUDA graph (model/cuda/cuda_graph.hpp): one launch
+  /// instead of ~25 per layer. The first micro-step of each (B, T) runs eagerly (it sizes every
+  /// library's workspace and picks the GEMM algorithms), the next one captures; a graph is
+  /// re-captured when grad_scale or the arena changes. Same kernels, same bits (docs/cuda.md).
+  bool cuda_graph = false;
 
   friend bool operator==(const gpt2_cuda_options&, const gpt2_cuda_options&) = default;
 };
