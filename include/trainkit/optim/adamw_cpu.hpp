@@ -134,6 +134,11 @@ class basic_adamw_cpu {
     return config_;
   }
 
+  /// Bytes of optimizer state (both moments): what ZeRO-1 divides by the ranks.
+  std::size_t state_bytes() const noexcept {
+    return (m_.size() + v_.size()) * sizeof(Scalar);
+  }
+
   /// The parameter layout copied from the model at construction.
   std::span<const tensor_info> parameter_layout() const noexcept {
     return layout_;

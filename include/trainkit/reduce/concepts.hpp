@@ -14,6 +14,8 @@
 
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/model/concepts.hpp"
+#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::reduce {
 
@@ -49,6 +51,24 @@ concept rank_aware = requires(R r, const R cr, std::span<double> values, double 
   { r.sum(values) } -> std::same_as<void>;
   { r.average(x) } -> std::same_as<double>;
   { r.any(flag) } -> std::same_as<bool>;
+};
+
+/// A reducer that leaves each rank only its shard of the summed gradients (ZeRO) is the clipping
+/// step too: only it knows which part of the buffer holds sums and how the shards' partial sums
+/// of squares combine into the one-process norm. The trainer then calls it instead of its own
+/// clipping step (optim/grad_clip.hpp). Requires, for a model M:
+///  - `clip(gradients, buckets, max_norm, ctx)`: collective; the global norm of the summed
+///    gradients and the factor the optimizer's update multiplies them by (1 when max_norm is 0);
+///  - `norm()`: the norm before clipping of the last call, the same on every rank.
+template <class R, class M>
+concept clips_sharded_gradients = gradient_reducer_for<R, M> &&
+    requires(R r, const R cr, std::span<const typename M::parameter_type> grads,
+             std::span<const model::gradient_bucket> buckets, double max_norm,
+             execution_context_t<typename M::memory_space>& ctx) {
+  {
+    r.clip(grads, buckets, max_norm, ctx)
+    } -> std::same_as<optim::clip_scale<typename M::memory_space>>;
+  { cr.norm() } -> std::convertible_to<double>;
 };
 
 }  // namespace trainkit::reduce

@@ -37,6 +37,7 @@
 #include "trainkit/model/step_protocol.hpp"
 #include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/detail/mpi_check.hpp"
+#include "trainkit/reduce/detail/mpi_communicator.hpp"
 
 namespace trainkit::reduce {
 
@@ -46,31 +47,18 @@ enum class bucket_timing { with_backward, after_backward };
 
 class mpi_allreduce {
  public:
-  /// Works on a duplicate of `comm` (its messages never match the caller's) with
-  /// MPI_ERRORS_RETURN, so a failed collective throws instead of aborting. MPI must be
-  /// initialised (reduce::mpi_session).
+  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (detail/mpi_communicator.hpp), so a
+  /// failed collective throws instead of aborting. MPI must be initialised (reduce::mpi_session).
   explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD,
                          bucket_timing timing = bucket_timing::with_backward)
-      : timing_(timing) {
-    detail::check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
-    try {
-      detail::check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-      detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-      detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-    } catch (...) {
-      MPI_Comm_free(&comm_);
-      throw;
-    }
-  }
+      : comm_(comm), timing_(timing) {}
 
   mpi_allreduce(const mpi_allreduce&) = delete;
   mpi_allreduce& operator=(const mpi_allreduce&) = delete;
 
   /// Only before attach (the trainer moves its reducer in, then attaches it).
   mpi_allreduce(mpi_allreduce&& other) noexcept
-      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
-        rank_(other.rank_),
-        size_(other.size_),
+      : comm_(std::move(other.comm_)),
         base_(std::exchange(other.base_, nullptr)),
         element_size_(other.element_size_),
         datatype_(other.datatype_),
@@ -82,16 +70,15 @@ class mpi_allreduce {
   mpi_allreduce& operator=(mpi_allreduce&&) = delete;
 
   ~mpi_allreduce() {
-    if (comm_ == MPI_COMM_NULL) return;
     // A step abandoned by an exception may leave reductions in flight on buffers that are about
-    // to go away; their outcome no longer matters, only that they are finished.
-    if (!requests_.empty())
+    // to go away; their outcome no longer matters, only that they are finished (before the
+    // communicator is freed).
+    if (comm_.valid() && !requests_.empty())
       MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-    MPI_Comm_free(&comm_);
   }
 
-  int rank() const noexcept { return rank_; }
-  int world_size() const noexcept { return size_; }
+  int rank() const noexcept { return comm_.rank(); }
+  int world_size() const noexcept { return comm_.size(); }
   bucket_timing timing() const noexcept { return timing_; }
 
   /// Keeps where the model's gradients are and how they are bucketed. Host memory only; float or
@@ -105,7 +92,7 @@ class mpi_allreduce {
     const auto grads = model.gradients();
     base_ = reinterpret_cast<std::byte*>(grads.data());
     element_size_ = sizeof(T);
-    datatype_ = std::same_as<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+    datatype_ = detail::mpi_datatype_of<T>();
     const auto buckets = model.gradient_buckets();
     buckets_.assign(buckets.begin(), buckets.end());
     ready_.assign(buckets_.size(), false);
@@ -162,33 +149,11 @@ class mpi_allreduce {
   }
 
   /// Element-wise sum over ranks, in place (MPI_Allreduce).
-  void sum(std::span<double> values) {
-    for (std::size_t done = 0; done < values.size();) {
-      const std::size_t n = std::min<std::size_t>(values.size() - done, INT_MAX);
-      detail::check(
-          MPI_Allreduce(MPI_IN_PLACE, values.data() + done, int(n), MPI_DOUBLE, MPI_SUM, comm_),
-          "MPI_Allreduce");
-      done += n;
-    }
-  }
-
-  /// The mean of x over ranks: gathered, summed in rank order, divided by the number of ranks,
-  /// so every rank computes the same bits (an MPI sum of 3 or more may differ between ranks).
-  double average(double x) {
-    std::vector<double> all(std::size_t(size_), 0.0);
-    detail::check(MPI_Allgather(&x, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, comm_),
-                  "MPI_Allgather");
-    double s = 0;
-    for (double v : all) s += v;
-    return s / double(size_);
-  }
-
+  void sum(std::span<double> values) { comm_.sum(values); }
+  /// The mean over ranks, summed in rank order: the same bits on every rank.
+  double average(double x) { return comm_.average(x); }
   /// True on every rank when it is true on one.
-  bool any(bool flag) {
-    int mine = flag ? 1 : 0, result = 0;
-    detail::check(MPI_Allreduce(&mine, &result, 1, MPI_INT, MPI_LOR, comm_), "MPI_Allreduce");
-    return result != 0;
-  }
+  bool any(bool flag) { return comm_.any(flag); }
 
  private:
   // MPI_Iallreduce (sum, in place) of bucket i's ranges; the requests join requests_.
@@ -199,7 +164,7 @@ class mpi_allreduce {
         const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
         MPI_Request request = MPI_REQUEST_NULL;
         detail::check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
-                                     int(n), datatype_, MPI_SUM, comm_, &request),
+                                     int(n), datatype_, MPI_SUM, comm_.get(), &request),
                       "MPI_Iallreduce");
         requests_.push_back(request);
         done += n;
@@ -207,10 +172,8 @@ class mpi_allreduce {
     }
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0;
-  int size_ = 1;
-  std::byte* base_ = nullptr;  // gradients() of the attached model
+  detail::mpi_communicator comm_;  // first: freed after the requests are waited for
+  std::byte* base_ = nullptr;      // gradients() of the attached model
   std::size_t element_size_ = 0;
   MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
   std::vector<model::gradient_bucket> buckets_;  // copied: publication order, ranges

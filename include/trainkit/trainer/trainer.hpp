@@ -341,8 +341,7 @@ class trainer {
       ++step_;
       m.step = step_;
       m.lr = cfg_.schedule.at(int(step_ - 1));
-      return clip_(std::span<const typename Model::parameter_type>(model_.gradients()),
-                   model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+      return clip_gradients();
     }();
     if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
       // The last save's copy reads the state before the update changes it: the loop is blocked
@@ -359,8 +358,25 @@ class trainer {
       auto timed = clock.time(phase::compute);
       ctx_.synchronize();
       m.loss = average_over_ranks(model_.step_loss());
-      m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
+      m.grad_norm = float(grad_norm());  // logged at float precision, the gradients' own
     }
+  }
+
+  /// The clipping step: the trainer's own over the buckets, or the reducer's where each rank
+  /// holds only a shard of the summed gradients (ZeRO; reduce::clips_sharded_gradients).
+  auto clip_gradients() {
+    const std::span<const typename Model::parameter_type> grads(model_.gradients());
+    if constexpr (reduce::clips_sharded_gradients<Reducer, Model>)
+      return reducer_.clip(grads, model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+    else
+      return clip_(grads, model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+  }
+
+  double grad_norm() const {
+    if constexpr (reduce::clips_sharded_gradients<Reducer, Model>)
+      return reducer_.norm();
+    else
+      return clip_.norm();
   }
 
   /// The next micro-batch. The time it blocked is data_wait, except the part a device prefetcher

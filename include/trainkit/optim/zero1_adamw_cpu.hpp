@@ -1,0 +1,184 @@
+// trainkit/optim/zero1_adamw_cpu.hpp — the optimizer half of ZeRO-1 on the CPU: AdamW over this
+// rank's shard, then an all-gather of the parameters.
+//
+// Each rank keeps AdamW's moments for its shard of the flat buffer only (optim/zero1_shards.hpp),
+// so the optimizer state per rank is 1/N of one process's. `update` runs adamw_cpu's own update
+// over a view of the shard (the layout clipped to it, so weight decay falls on the same elements)
+// with the summed shard gradients reduce::mpi_zero1 left there, then gathers every rank's updated
+// shard into every rank's parameters (MPI_Allgatherv, in place). AdamW is elementwise and
+// IEEE-exact in adamw_cpu (no reassociation, -ffp-contract=off), so updating a shard gives the
+// bits one process computes for those elements, and after the gather every rank holds exactly
+// one process's parameters.
+//
+// Pair it with reduce::mpi_zero1 on the same communicator: both cut the buffer with zero1_shard.
+// The gather is blocking and counted in the optimizer phase; it does not overlap the next
+// forward.
+#pragma once
+
+#include <mpi.h>
+
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/optim/adamw_config.hpp"
+#include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/zero1_shards.hpp"
+#include "trainkit/reduce/detail/mpi_check.hpp"
+#include "trainkit/reduce/detail/mpi_communicator.hpp"
+
+namespace trainkit::optim {
+
+/// AdamW's settings and the ranks the state is sharded over. Converts from an adamw_config (the
+/// world communicator), so a program switches optimizers without translating settings.
+struct zero1_adamw_config {
+  adamw_config adamw{};
+  MPI_Comm comm = MPI_COMM_WORLD;
+
+  zero1_adamw_config() = default;
+  zero1_adamw_config(adamw_config a, MPI_Comm c = MPI_COMM_WORLD) : adamw(a), comm(c) {}
+};
+
+template <class Scalar>
+class basic_zero1_adamw_cpu {
+  static_assert(std::floating_point<Scalar>, "basic_zero1_adamw_cpu computes in float or double");
+
+  /// This rank's shard as a model adamw_cpu can update: spans into the real buffers, the layout
+  /// clipped to the shard with offsets from its start.
+  struct shard_view {
+    using memory_space = host_memory;
+    using parameter_type = Scalar;
+    std::span<Scalar> params, grads;
+    std::span<const tensor_info> layout;
+    std::size_t count = 0;
+    std::span<const tensor_info> parameter_layout() const { return layout; }
+    std::span<Scalar> parameters() { return params; }
+    std::span<Scalar> gradients() { return grads; }
+    std::size_t num_parameters() const { return count; }
+  };
+
+ public:
+  using memory_space = host_memory;
+  using parameter_type = Scalar;
+  using config_type = zero1_adamw_config;
+
+  /// Zeroed moments for this rank's shard of `model.num_parameters()` elements. Throws
+  /// config_error for a bad config or a buffer too large for MPI's int counts.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_zero1_adamw_cpu(
+      const M& model, zero1_adamw_config config)
+      : comm_(config.comm),
+        n_(static_cast<std::size_t>(model.num_parameters())),
+        shard_(zero1_shard(n_, comm_.size(), comm_.rank())),
+        layout_(clip_layout(model.parameter_layout(), shard_)),
+        inner_(shard_view{{}, {}, layout_, shard_.count}, config.adamw),
+        descriptor_{std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()), shard_.offset,
+                    shard_.count} {
+    if (n_ > std::size_t(INT_MAX))
+      throw config_error("zero1_adamw_cpu: " + std::to_string(n_) +
+                         " parameters exceed MPI's int counts (2^31-1) for the all-gather");
+    for (const model::gradient_range& s : zero1_shards(n_, comm_.size())) {
+      counts_.push_back(int(s.count));
+      displs_.push_back(int(s.offset));
+    }
+  }
+
+  double max_grad_norm() const noexcept { return inner_.max_grad_norm(); }
+
+  /// AdamW over this rank's shard from its summed gradients times `clip.factor`, then every
+  /// rank's shard gathered into the parameters. Collective.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> &&
+      std::same_as<typename M::parameter_type, Scalar>
+  void update(M& model, float lr, const clip_scale<host_memory>& clip, host_context& ctx) {
+    const std::span<Scalar> params = model.parameters(), grads = model.gradients();
+    if (params.size() != n_ || grads.size() != n_)
+      throw config_error("zero1_adamw_cpu: model has " + std::to_string(params.size()) +
+                         " parameters and " + std::to_string(grads.size()) +
+                         " gradients but the optimizer was built for " + std::to_string(n_));
+    check_descriptor();
+    shard_view view{params.subspan(shard_.offset, shard_.count),
+                    grads.subspan(shard_.offset, shard_.count), layout_, shard_.count};
+    inner_.update(view, lr, clip, ctx);
+    reduce::detail::check(
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params.data(), counts_.data(),
+                       displs_.data(), reduce::detail::mpi_datatype_of<Scalar>(), comm_.get()),
+        "MPI_Allgatherv");
+  }
+
+  /// "optim.zero1.m", "optim.zero1.v" (this rank's shard, {count}), "optim.step" (u64 {1}) and
+  /// "optim.zero1.shard" (u64 {4}: world size, rank, offset, count), viewing this optimizer's own
+  /// storage. The names differ from adamw_cpu's "optim.m"/"optim.v" so that neither optimizer
+  /// takes the other's moments for its own; a restored shard of another rank or world size is
+  /// refused at the next update.
+  std::vector<state_tensor> state() {
+    std::vector<state_tensor> out = inner_.state();
+    for (state_tensor& t : out) {
+      if (t.name == "optim.m") t.name = "optim.zero1.m";
+      if (t.name == "optim.v") t.name = "optim.zero1.v";
+    }
+    out.push_back(make_state_tensor("optim.zero1.shard", std::span<std::uint64_t>(descriptor_),
+                                    {std::int64_t(descriptor_.size())}));
+    return out;
+  }
+
+  std::uint64_t steps_taken() const noexcept { return inner_.steps_taken(); }
+  const adamw_config& config() const noexcept { return inner_.config(); }
+  int rank() const noexcept { return comm_.rank(); }
+  int world_size() const noexcept { return comm_.size(); }
+  /// This rank's shard of the flat buffer.
+  model::gradient_range shard() const noexcept { return shard_; }
+  /// Bytes of optimizer state this rank holds (both moments of its shard); one process's
+  /// adamw_cpu holds `2 · num_parameters · sizeof(Scalar)`, the sum of every rank's figure.
+  std::size_t state_bytes() const noexcept { return inner_.state_bytes(); }
+
+ private:
+  static std::vector<tensor_info> clip_layout(std::span<const tensor_info> layout,
+                                              model::gradient_range shard) {
+    std::vector<tensor_info> out;
+    for (const tensor_info& t : layout) {
+      const std::size_t lo = std::max(t.offset, shard.offset);
+      const std::size_t hi = std::min(t.offset + t.numel(), shard.offset + shard.count);
+      if (hi > lo) out.push_back({t.name, {std::int64_t(hi - lo)}, lo - shard.offset, t.role});
+    }
+    return out;
+  }
+
+  void check_descriptor() const {
+    const std::uint64_t mine[4] = {std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()),
+                                   shard_.offset, shard_.count};
+    for (std::size_t k = 0; k < 4; ++k)
+      if (descriptor_[k] != mine[k])
+        throw config_error("zero1_adamw_cpu: the restored optimizer state is rank " +
+                           std::to_string(descriptor_[1]) + " of " +
+                           std::to_string(descriptor_[0]) + "'s shard, not this rank's (rank " +
+                           std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size()) +
+                           ")");
+  }
+
+  reduce::detail::mpi_communicator comm_;
+  std::size_t n_ = 0;
+  model::gradient_range shard_{};
+  std::vector<tensor_info> layout_;  // the model's layout clipped to the shard
+  basic_adamw_cpu<Scalar> inner_;    // moments of the shard only
+  std::vector<std::uint64_t> descriptor_;
+  std::vector<int> counts_, displs_;  // every rank's shard, for the gather
+};
+
+using zero1_adamw_cpu = basic_zero1_adamw_cpu<float>;
+
+static_assert(optimizer_for<zero1_adamw_cpu, model::gpt2_cpu>);
+
+}  // namespace trainkit::optim

@@ -1,0 +1,262 @@
+// trainkit/reduce/mpi_zero1.hpp — the gradient half of ZeRO-1 on the CPU with MPI.
+//
+// ZeRO stage 1 (Rajbhandari et al. 2020) shards the optimizer state: rank r owns one contiguous
+// shard of the flat buffer (optim/zero1_shards.hpp), and needs the sum over ranks of that shard's
+// gradients only. So where mpi_allreduce all-reduces, this reducer reduce-scatters: when backward
+// has finished a bucket, each of the bucket's ranges starts one MPI_Ireduce_scatter whose pieces
+// go to the ranks owning them (a range inside one shard is a reduction to that rank alone), into
+// a shard-sized receive buffer; `finish` waits for them and copies the summed shard into the
+// model's gradient buffer, where the optimizer reads it (the rest of the buffer keeps this rank's
+// own unreduced contributions and is read by no one). Half the bytes of an all-reduce reach each
+// rank; the other half moves when the optimizer all-gathers the updated parameters
+// (optim/zero1_adamw_cpu.hpp).
+//
+// With the gradients sharded, the global norm must be too: each rank sums the squares of the
+// norm chunks of its shard (the shard's ends lie on the chunk grid), the partial sums are
+// all-gathered, and every rank adds all of them in chunk order, which is what one process's
+// `sum_of_squares` does: the same norm bit for bit, on every rank. The trainer calls `clip`
+// instead of its own clipping step (reduce::clips_sharded_gradients).
+//
+// Like mpi_allreduce it only sums (the trainer scales micro-steps by 1/(micro-batches × ranks))
+// and is rank_aware on the same communicator. Use it with optim::zero1_adamw_cpu on the same
+// communicator: both cut the buffer with optim::zero1_shard.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/grad_clip.hpp"
+#include "trainkit/optim/zero1_shards.hpp"
+#include "trainkit/reduce/concepts.hpp"
+#include "trainkit/reduce/detail/mpi_check.hpp"
+#include "trainkit/reduce/detail/mpi_communicator.hpp"
+
+namespace trainkit::reduce {
+
+class mpi_zero1 {
+ public:
+  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (detail/mpi_communicator.hpp). MPI
+  /// must be initialised (reduce::mpi_session).
+  explicit mpi_zero1(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
+
+  mpi_zero1(const mpi_zero1&) = delete;
+  mpi_zero1& operator=(const mpi_zero1&) = delete;
+  /// Only before attach (the trainer moves its reducer in, then attaches it).
+  mpi_zero1(mpi_zero1&&) noexcept = default;
+  mpi_zero1& operator=(mpi_zero1&&) = delete;
+
+  ~mpi_zero1() {
+    // A step abandoned by an exception may leave reductions in flight on buffers that are about
+    // to go away: they must be finished before the buffers and the communicator are freed.
+    if (comm_.valid() && !requests_.empty())
+      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+
+  int rank() const noexcept { return comm_.rank(); }
+  int world_size() const noexcept { return comm_.size(); }
+
+  /// Keeps where the model's gradients are and how they are bucketed, and plans every range's
+  /// reduce-scatter. Host memory only; float or double gradients.
+  template <class M, class Context>
+  requires std::same_as<typename M::memory_space, host_memory>
+  void attach(M& model, Context&) {
+    using T = typename M::parameter_type;
+    const auto grads = model.gradients();
+    base_ = reinterpret_cast<std::byte*>(grads.data());
+    element_size_ = sizeof(T);
+    datatype_ = detail::mpi_datatype_of<T>();
+    n_ = grads.size();
+    shards_ = optim::zero1_shards(n_, comm_.size());
+    shard_ = shards_[std::size_t(comm_.rank())];
+    received_.assign(shard_.count * element_size_, std::byte{0});
+    const auto buckets = model.gradient_buckets();
+    names_.clear();
+    plans_.assign(buckets.size(), {});
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      names_.push_back(buckets[b].name);
+      for (const model::gradient_range& r : buckets[b].ranges) {
+        if (r.offset + r.count > n_)
+          throw config_error("mpi_zero1: bucket '" + buckets[b].name + "' reaches past the " +
+                             std::to_string(n_) + " gradients");
+        plan_range(plans_[b], r);
+      }
+    }
+    ready_.assign(plans_.size(), false);
+    // The norm: one partial sum per chunk of the grid, each rank computing those of its shard.
+    const std::size_t chunk = optim::norm_chunk_elements;
+    chunk_counts_.clear();
+    chunk_displs_.clear();
+    int displ = 0;
+    for (const model::gradient_range& s : shards_) {
+      const std::size_t chunks = (s.count + chunk - 1) / chunk;  // s.offset is on the grid
+      if (chunks > std::size_t(INT_MAX - displ))
+        throw config_error("mpi_zero1: " + std::to_string(n_) +
+                           " gradients are too many norm "
+                           "chunks for one MPI_Allgatherv");
+      chunk_counts_.push_back(int(chunks));
+      chunk_displs_.push_back(displ);
+      displ += int(chunks);
+    }
+    partials_.assign(std::size_t(displ), 0.0);
+  }
+
+  /// Starts the reduce-scatter of bucket i's ranges. Every rank publishes the buckets in the same
+  /// order (backward's), which MPI requires of collectives on one communicator.
+  void bucket_ready(std::size_t i) {
+    if (base_ == nullptr) throw config_error("mpi_zero1: bucket_ready before attach");
+    if (i >= plans_.size())
+      throw config_error("mpi_zero1: bucket " + std::to_string(i) + " of " +
+                         std::to_string(plans_.size()));
+    if (ready_[i])
+      throw config_error("mpi_zero1: bucket '" + names_[i] + "' published twice in one step");
+    ready_[i] = true;
+    for (const piece& p : plans_[i]) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      detail::check(MPI_Ireduce_scatter(base_ + p.offset * element_size_,
+                                        received_.data() + p.received_offset * element_size_,
+                                        p.counts.data(), datatype_, MPI_SUM, comm_.get(), &request),
+                    "MPI_Ireduce_scatter");
+      requests_.push_back(request);
+    }
+    int all_done = 0;  // Open MPI progresses non-blocking collectives only inside MPI calls
+    detail::check(
+        MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+  }
+
+  /// Waits for every bucket's reduce-scatter and puts this rank's summed shard into the model's
+  /// gradients. Throws config_error if a bucket was never published this step.
+  void finish() {
+    const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+    detail::check(waited, "MPI_Waitall");
+    const auto missing = std::find(ready_.begin(), ready_.end(), false);
+    const std::size_t first_missing = std::size_t(missing - ready_.begin());
+    ready_.assign(plans_.size(), false);  // the next step starts clean either way
+    if (first_missing < plans_.size())
+      throw config_error("mpi_zero1: bucket '" + names_[first_missing] +
+                         "' was not published before finish()");
+    if (!received_.empty())
+      std::memcpy(base_ + shard_.offset * element_size_, received_.data(), received_.size());
+  }
+
+  /// The clipping step (clips_sharded_gradients): the global norm of the summed gradients from
+  /// every rank's partial sums of its shard's norm chunks, added in chunk order as one process
+  /// adds them. `grads` is the attached model's buffer; the buckets tile it (the model's
+  /// contract), so the chunk grid over the whole buffer is the one the trainer's own step uses.
+  template <class T>
+  optim::clip_scale<host_memory> clip(std::span<const T> grads,
+                                      std::span<const model::gradient_bucket>, double max_norm,
+                                      host_context&) {
+    if (reinterpret_cast<const std::byte*>(grads.data()) != base_ || grads.size() != n_)
+      throw config_error("mpi_zero1: clip() of a gradient buffer it was not attached to");
+    const std::size_t chunk = optim::norm_chunk_elements;
+    const std::size_t first = shard_.offset / chunk;
+    const auto mine = std::ptrdiff_t(chunk_counts_[std::size_t(comm_.rank())]);
+    double* out = partials_.data() + chunk_displs_[std::size_t(comm_.rank())];
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t c = 0; c < mine; ++c) {
+      const std::size_t begin = (first + std::size_t(c)) * chunk;
+      out[c] =
+          optim::detail::chunk_sum_of_squares(grads.data(), begin, std::min(begin + chunk, n_));
+    }
+    detail::check(
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, partials_.data(), chunk_counts_.data(),
+                       chunk_displs_.data(), MPI_DOUBLE, comm_.get()),
+        "MPI_Allgatherv");
+    double total = 0.0;
+    for (double s : partials_) total += s;
+    norm_ = std::sqrt(total);
+    return {optim::clip_factor(norm_, max_norm)};
+  }
+
+  /// The norm before clipping of the last clip(), the same on every rank.
+  double norm() const noexcept {
+    return norm_;
+  }
+
+  /// This rank's shard of the gradient buffer (after attach).
+  model::gradient_range shard() const noexcept {
+    return shard_;
+  }
+  /// Bytes this reducer allocated beside the model: the shard-sized receive buffer and the norm's
+  /// partial sums.
+  std::size_t buffer_bytes() const noexcept {
+    return received_.size() + partials_.size() * sizeof(double);
+  }
+
+  void sum(std::span<double> values) {
+    comm_.sum(values);
+  }
+  double average(double x) {
+    return comm_.average(x);
+  }
+  bool any(bool flag) {
+    return comm_.any(flag);
+  }
+
+ private:
+  /// One MPI_Ireduce_scatter: elements [offset, offset + Σ counts) of the gradients, counts[r]
+  /// of them (in rank order, as the shards lie in the buffer) summed onto rank r.
+  struct piece {
+    std::size_t offset = 0;
+    std::vector<int> counts;          // per rank; must live until the request completes
+    std::size_t received_offset = 0;  // where this rank's part lands in received_
+  };
+
+  void plan_range(std::vector<piece>& plan, const model::gradient_range& r) {
+    // MPI counts are int: a range past 2^31-1 elements goes in pieces.
+    for (std::size_t done = 0; done < r.count;) {
+      const std::size_t begin = r.offset + done;
+      const std::size_t end = begin + std::min<std::size_t>(r.count - done, INT_MAX);
+      piece p{begin, std::vector<int>(shards_.size(), 0), 0};
+      for (std::size_t k = 0; k < shards_.size(); ++k) {
+        const std::size_t lo = std::max(begin, shards_[k].offset);
+        const std::size_t hi = std::min(end, shards_[k].offset + shards_[k].count);
+        if (hi > lo) p.counts[k] = int(hi - lo);
+      }
+      const std::size_t lo = std::max(begin, shard_.offset);
+      p.received_offset = lo >= shard_.offset + shard_.count ? 0 : lo - shard_.offset;
+      plan.push_back(std::move(p));
+      done = end - r.offset;
+    }
+  }
+
+  detail::mpi_communicator comm_;  // first: freed after the requests are waited for
+  std::byte* base_ = nullptr;      // gradients() of the attached model
+  std::size_t element_size_ = 0;
+  std::size_t n_ = 0;
+  MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
+  std::vector<model::gradient_range> shards_;     // every rank's, in rank order
+  model::gradient_range shard_{};                 // this rank's
+  std::vector<std::byte> received_;               // (shard_.count,) the summed shard
+  std::vector<std::string> names_;                // bucket names, for messages
+  std::vector<std::vector<piece>> plans_;         // per bucket
+  std::vector<bool> ready_;                       // published this step
+  std::vector<MPI_Request> requests_;             // in flight this step
+  std::vector<int> chunk_counts_, chunk_displs_;  // norm chunks per rank
+  std::vector<double> partials_;                  // one per norm chunk, in chunk order
+  double norm_ = 0.0;
+};
+
+static_assert(gradient_reducer_for<mpi_zero1, model::gpt2_cpu>);
+static_assert(clips_sharded_gradients<mpi_zero1, model::gpt2_cpu>);
+static_assert(rank_aware<mpi_zero1>);
+
+}  // namespace trainkit::reduce
