@@ -20,7 +20,7 @@ struct field_flag {
   std::string_view flag;   // as the user types it
 };
 
-inline constexpr std::array<field_flag, 21> field_flags{{
+inline constexpr std::array<field_flag, 25> field_flags{{
     // trainer_config (trainer/trainer.hpp), filled by make_trainer_config
     {"trainer_config.steps", "--steps"},
     {"trainer_config.total_batch_tokens", "--total-batch-tokens"},
@@ -45,6 +45,13 @@ inline constexpr std::array<field_flag, 21> field_flags{{
     {"adamw_config.eps", "--eps"},
     {"adamw_config.weight_decay", "--weight-decay"},
     {"adamw_config.grad_clip", "--grad-clip"},
+    // sampling_config (model/sampling.hpp), filled from --temperature / --top-k
+    {"sampling_config.temperature", "--temperature"},
+    {"sampling_config.top_k", "--top-k"},
+    // mmap_source_config (data/mmap_token_source.hpp), data::parse_order
+    {"mmap_source_config.order", "--order"},
+    // tokenizer::resolve_vocab_dir's directory argument (tokenizer/vocab_files.hpp)
+    {"vocab_dir", "--vocab"},
 }};
 
 /// `message` with every config field of the table replaced by its flag.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
+#include <trainkit/data/default_corpus.hpp>
 #include <trainkit/model/sampling.hpp>
 #include <trainkit/report/chart.hpp>
 #include <trainkit/report/metrics_reader.hpp>
@@ -28,7 +29,6 @@
 #include <trainkit/tokenizer/vocab_files.hpp>
 #include <trainkit/trainkit.hpp>
 
-#include "default_corpus.hpp"
 #include "eval_command.hpp"
 #include "flag_names.hpp"
 #include "hellaswag_log.hpp"
@@ -63,9 +63,9 @@ inline fs::path write_default_corpus() {
       fs::temp_directory_path() / ("trainkit-default-corpus-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                        std::span<const std::uint16_t>(default_corpus_tokens));
+                        std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
   tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                        std::span<const std::uint16_t>(default_corpus_val_tokens));
+                        std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
   return dir;
 }
 
@@ -185,7 +185,8 @@ int train_with(const train_options& o, Checkpointer checkpointer, Reducer reduce
     data = (default_corpus.path / "default_train_*.bin").string();
     if (val.empty()) val = (default_corpus.path / "default_val_*.bin").string();
     std::cout << "no --data given: training on the embedded corpus ("
-              << std::size(default_corpus_tokens) << " tokens of Python documentation text)\n";
+              << std::size(tk::data::default_corpus_tokens)
+              << " tokens of Python documentation text)\n";
   }
 
   // The model: from an llm.c file (--init-from), a Hugging Face folder (--init-from-hf) or

@@ -26,6 +26,7 @@
 #include <trainkit/checkpoint/no_checkpoint.hpp>
 #include <trainkit/checkpoint/sync_checkpointer.hpp>
 #include <trainkit/core/cuda/device.hpp>
+#include <trainkit/data/default_corpus.hpp>
 #include <trainkit/data/mmap_token_source.hpp>
 #include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/gpt2_cuda.hpp>
@@ -35,7 +36,6 @@
 #include <trainkit/trainer/report.hpp>
 #include <trainkit/trainer/trainer.hpp>
 
-#include "default_corpus.hpp"
 #include "train_cuda.hpp"
 
 namespace tk = trainkit;
@@ -55,9 +55,9 @@ struct cuda_default_corpus {
         fs::temp_directory_path() / ("trainkit-default-corpus-cuda-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                          std::span<const std::uint16_t>(default_corpus_tokens));
+                          std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
     tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                          std::span<const std::uint16_t>(default_corpus_val_tokens));
+                          std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
   }
   cuda_default_corpus(const cuda_default_corpus&) = delete;
   cuda_default_corpus& operator=(const cuda_default_corpus&) = delete;
@@ -81,7 +81,8 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
     data = (corpus->dir / "default_train_*.bin").string();
     if (val.empty()) val = (corpus->dir / "default_val_*.bin").string();
     std::cout << "no --data given: training on the embedded corpus ("
-              << std::size(default_corpus_tokens) << " tokens of Python documentation text)\n";
+              << std::size(tk::data::default_corpus_tokens)
+              << " tokens of Python documentation text)\n";
   }
 
   tk::model::gpt2_cuda_options mo;
@@ -118,9 +119,13 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
     throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
                            std::to_string(mc.max_seq_len));
 
-  tk::data::mmap_source_config train_cfg{
-      data,          o.batch, o.seq, mc.vocab_size, tk::data::parse_order(o.order),
-      o.seed,        o.layout_of(o.data)};
+  tk::data::mmap_source_config train_cfg{data,
+                                         o.batch,
+                                         o.seq,
+                                         mc.vocab_size,
+                                         tk::data::parse_order(o.order),
+                                         o.seed,
+                                         o.layout_of(o.data)};
   std::optional<tk::data::mmap_token_source> val_source;
   if (!val.empty())
     val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,

@@ -13,6 +13,7 @@
 
 #include <trainkit/core/error.hpp>
 #include <trainkit/data/shard_format.hpp>
+#include <trainkit/model/sampling.hpp>
 #include <trainkit/optim/adamw_config.hpp>
 #include <trainkit/optim/schedule.hpp>
 #include <trainkit/trainer/trainer.hpp>
@@ -134,9 +135,7 @@ struct train_options {
       throw trainkit::config_error(
           "--hellaswag-every: HellaSwag during training needs --device "
           "cpu for now; score a model file afterwards with `eval`");
-    if (!(temperature >= 0))
-      throw trainkit::config_error("--temperature must be >= 0: " + std::to_string(temperature));
-    if (top_k < 0) throw trainkit::config_error("--top-k must be >= 0: " + std::to_string(top_k));
+    trainkit::model::sampling_config{float(temperature), top_k, seed}.validate();
     // ---- data parallelism ----
     if (reducer == "mpi" && device != "cpu")
       throw trainkit::config_error(

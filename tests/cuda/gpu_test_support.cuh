@@ -14,14 +14,14 @@
 
 #include "gpu_test_env.hpp"
 #include "trainkit/core/bf16.hpp"
+#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
-#include "trainkit/model/cuda/common.cuh"
 
 namespace trainkit::test_gpu {
 
 using fvec = std::vector<float>;
-using bf16_t = model::kernels::bf16_t;
+using bf16_t = cuda::bf16_t;
 
 inline float round_bf16(float x) {
   return bf16::from_float(x).to_float();
@@ -96,7 +96,7 @@ std::vector<T> to_host_raw(const cuda::device_buffer<T>& d) {
 }
 
 inline bf16_t* dev(cuda::device_buffer<bf16>& b) {
-  return model::kernels::as_device_bf16(b.data());
+  return cuda::as_device_bf16(b.data());
 }
 
 /// ‖a − b‖ / ‖b‖; NaN anywhere (an unwritten poisoned output) gives infinity.

@@ -1,5 +1,5 @@
 // End-to-end GPU training: trainer<mmap_token_source, pinned<4>, gpt2_cuda, adamw_cuda,
-// no_checkpoint> for 50 steps of d2 on the embedded gpt_fineweb corpus (real GPT-2 tokens of
+// no_checkpoint> for 50 steps of d2 on the embedded corpus (real GPT-2 tokens of
 // Python documentation), against the CPU composition (training_reference.cpp, g++) from the same
 // bf16-rounded weights on the same batches. bf16 activations and gradients move the loss a little
 // each step, so the curves are compared within 5% per step (a wrong optimizer, prefetcher or

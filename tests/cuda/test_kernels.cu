@@ -16,12 +16,12 @@
 #include "gpu_test_support.cuh"
 #include "reference.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
+#include "trainkit/core/linalg/gemm_cublaslt.cuh"
 #include "trainkit/model/cuda/attention.cuh"
 #include "trainkit/model/cuda/classifier.cuh"
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/layernorm.cuh"
-#include "trainkit/model/cuda/matmul.cuh"
 #include "trainkit/model/cuda/token_buckets.cuh"
 
 namespace {

@@ -1,5 +1,5 @@
 // tests/cuda/training_reference.hpp — the CPU side of the end-to-end GPU training test, compiled
-// by g++ (training_reference.cpp): the embedded gpt_fineweb corpus as an llm.c shard, and the
+// by g++ (training_reference.cpp): the embedded corpus as an llm.c shard, and the
 // CPU composition's per-step losses on it.
 #pragma once
 
@@ -23,8 +23,8 @@ struct training_setup {
   float grad_clip = 1.0f;
 };
 
-/// Writes gpt_fineweb's embedded training corpus (65764 GPT-2 tokens of Python documentation) as
-/// `dir`/corpus_000000.bin and returns the path.
+/// Writes the embedded training corpus (data/default_corpus.hpp: 65764 GPT-2 tokens of Python
+/// documentation) as `dir`/corpus_000000.bin and returns the path.
 std::string write_corpus_shard(const std::string& dir);
 
 /// Per-step training losses of trainer<mmap_token_source, threaded<4>, gpt2_cpu, adamw_cpu,

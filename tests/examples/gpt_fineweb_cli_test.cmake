@@ -49,6 +49,12 @@ expect_flag_error("--weight-decay must be finite and >= 0: -0\\.5" --weight-deca
 expect_flag_error("--beta2 must be in \\[0,1\\): 1" --beta2 1 --steps 1)
 expect_flag_error("--eps must be finite and > 0: 0" --eps 0 --steps 1)
 expect_flag_error("--final-lr-frac must be in \\[0,1\\]: 2" --final-lr-frac 2 --steps 1)
+# sampling_config::validate, tokenizer::resolve_vocab_dir (flag_names.hpp maps their fields).
+expect_flag_error("--temperature must be >= 0: -1\\.000000" --temperature -1 --steps 1)
+expect_flag_error("--top-k must be >= 0: -2" --top-k -2 --steps 1)
+file(WRITE ${WORK}/doc.txt "hello")
+expect_exit(2 "^gpt_fineweb: error: --vocab [^ ]*/no-vocab: not a directory"
+            prepare --out ${WORK}/prep --vocab ${WORK}/no-vocab ${WORK}/doc.txt)
 expect_exit(2 "--model" --model d7)
 expect_exit(2 "--attention" --attention fast --steps 1)
 expect_exit(2 "--attention flash needs --device cuda" --attention flash --steps 1)

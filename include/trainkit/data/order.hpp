@@ -25,11 +25,13 @@ constexpr std::string_view to_string(order_kind o) noexcept {
   return o == order_kind::sequential ? "sequential" : "random";
 }
 
-/// Parses "sequential" / "random" (the --order flag); config_error names the bad value.
+/// Parses "sequential" / "random" (a value for mmap_source_config.order); config_error names
+/// the field and the bad value.
 inline order_kind parse_order(std::string_view s) {
   if (s == "sequential") return order_kind::sequential;
   if (s == "random") return order_kind::random;
-  throw config_error("--order '" + std::string(s) + "' is not a data order (sequential|random)");
+  throw config_error("mmap_source_config.order '" + std::string(s) +
+                     "' is not a data order (sequential|random)");
 }
 
 /// Uniform integer in [0, n) from a 64-bit engine, by rejection: draws below 2^64 mod n are

@@ -27,8 +27,10 @@ struct sampling_config {
 
   void validate() const {
     if (!(temperature >= 0) || !std::isfinite(temperature))
-      throw config_error("--temperature must be >= 0: " + std::to_string(temperature));
-    if (top_k < 0) throw config_error("--top-k must be >= 0: " + std::to_string(top_k));
+      throw config_error("sampling_config.temperature must be >= 0: " +
+                         std::to_string(temperature));
+    if (top_k < 0)
+      throw config_error("sampling_config.top_k must be >= 0: " + std::to_string(top_k));
   }
 };
 

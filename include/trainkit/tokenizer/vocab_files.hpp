@@ -1,6 +1,6 @@
 // trainkit/tokenizer/vocab_files.hpp — finding, reading and verifying GPT-2 vocabulary files.
 //
-// The tokenizer loads the standard encoder.json + vocab.bpe from a directory given by a flag,
+// The tokenizer loads the standard encoder.json + vocab.bpe from a directory the caller names,
 // else the TRAINKIT_GPT2_VOCAB environment variable, else the copy bundled with trainkit
 // (vocab/gpt2 in the sources, share/trainkit/gpt2 once installed; the build system names it in
 // TRAINKIT_GPT2_VOCAB_DIR). Nothing is downloaded at run time. Both files are checked against
@@ -47,18 +47,21 @@ inline std::optional<std::filesystem::path> bundled_vocab_dir() {
   return std::nullopt;
 }
 
-/// The vocabulary directory: `flag_value` when non-empty, else $TRAINKIT_GPT2_VOCAB, else the
-/// bundled copy. Throws config_error naming where the directory came from when it does not exist,
-/// or naming all three when none applies.
-inline std::filesystem::path resolve_vocab_dir(std::string_view flag_value,
-                                               std::string_view flag_name = "--vocab") {
-  std::string dir(flag_value);
-  std::string origin = std::string(flag_name) + " " + dir;
+/// The parameter name that resolve_vocab_dir's messages give the directory a caller passes; a
+/// program maps it to its own flag.
+inline constexpr std::string_view vocab_dir_field = "vocab_dir";
+
+/// The vocabulary directory: `vocab_dir` when non-empty, else $TRAINKIT_GPT2_VOCAB, else the
+/// bundled copy. Throws config_error naming where the directory came from (`vocab_dir_field` or
+/// the environment variable) when it does not exist, or naming all three when none applies.
+inline std::filesystem::path resolve_vocab_dir(std::string_view vocab_dir) {
+  std::string dir(vocab_dir);
+  std::string origin = std::string(vocab_dir_field) + " " + dir;
   if (dir.empty()) {
     const char* env = std::getenv(vocab_dir_env);
     if (env == nullptr || *env == '\0') {
       if (auto bundled = bundled_vocab_dir()) return *bundled;
-      throw config_error("no GPT-2 vocabulary directory: pass " + std::string(flag_name) +
+      throw config_error("no GPT-2 vocabulary directory: give " + std::string(vocab_dir_field) +
                          " DIR or set " + vocab_dir_env +
                          " (a directory holding encoder.json and vocab.bpe); the copy bundled "
                          "with trainkit was not found (TRAINKIT_GPT2_VOCAB_DIR" +

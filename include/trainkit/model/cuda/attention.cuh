@@ -17,11 +17,16 @@
 #include <cmath>
 #include <cstdint>
 
+#include "trainkit/core/cuda/bf16.cuh"
+#include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
-#include "trainkit/model/cuda/matmul.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
+#include "trainkit/core/linalg/gemm_cublaslt.cuh"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;    // bf16 packs, reductions, launch checks
+using namespace trainkit::linalg;  // matmul_context, matmul_arguments, epilogue
 
 /// Leading dimension of the (T, T) score and probability matrices.
 constexpr int attention_ld(int T) {

@@ -15,10 +15,14 @@
 
 #include <cstdint>
 
+#include "trainkit/core/cuda/bf16.cuh"
+#include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 // 512 threads: at Vp = 50304 each thread handles ~12 16-byte vectors per pass, enough loads in
 // flight per thread without starving the grid of blocks. Not tuned on a GPU yet.

@@ -25,11 +25,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 namespace cudnn_detail {
 

@@ -10,10 +10,14 @@
 
 #include <cstdint>
 
+#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/gelu.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 template <class = void>
 __global__ void gelu_forward_kernel(bf16_t* out, const bf16_t* inp, std::int64_t n) {

@@ -17,11 +17,14 @@
 
 #include <cstdint>
 
+#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/detail/token_buckets.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 template <class = void>
 __global__ void encoder_forward_kernel(bf16_t* out, const std::int32_t* tokens, const bf16_t* wte,

@@ -28,11 +28,15 @@
 #include <cstdint>
 #include <string>
 
+#include "trainkit/core/cuda/bf16.cuh"
+#include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 namespace flash {
 

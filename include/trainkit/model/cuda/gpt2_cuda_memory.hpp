@@ -44,8 +44,8 @@ struct gpt2_cuda_options {
   int seq_len = 0;
   gpt2_attention attention = gpt2_attention::naive;
   /// Time cuBLASLt's top algorithms on each GEMM shape's first call and keep the fastest
-  /// (model/cuda/matmul.cuh). Not in deterministic mode: the fastest can differ from run to run,
-  /// and with the algorithm the rounding; there the heuristic's first choice is kept.
+  /// (core/linalg/gemm_cublaslt.cuh). Not in deterministic mode: the fastest can differ from run to
+  /// run, and with the algorithm the rounding; there the heuristic's first choice is kept.
   bool gemm_autotune = true;
   /// Replay each micro-step as a captured CUDA graph (model/cuda/cuda_graph.hpp): one launch
   /// instead of ~25 per layer. The first micro-step of each (B, T) runs eagerly (it sizes every

@@ -18,11 +18,15 @@
 
 #include <cstdint>
 
+#include "trainkit/core/cuda/bf16.cuh"
+#include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/cuda/layernorm_chunks.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 inline constexpr int layernorm_threads = 256;  // 8 rows (warps) per block
 inline constexpr float layernorm_eps = 1e-5f;  // GPT-2's, as the CPU reference

@@ -21,9 +21,11 @@
 
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/model/cuda/common.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 
 namespace trainkit::model::kernels {
+
+using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 // keys[i] = tokens[i], or V for a token outside [0, V); rows[i] = i; counts[i] = 0 (i ≤ N).
 template <class = void>

@@ -1,8 +1,9 @@
-// trainkit/model/cuda/matmul.cuh — bf16 GEMMs through cuBLASLt, with fused epilogues.
+// trainkit/core/linalg/gemm_cublaslt.cuh — bf16 GEMMs through cuBLASLt, with fused epilogues.
 //
-// Every matrix product of the CUDA GPT-2 comes here, written in row-major terms (the model's
-// buffers are row-major, as llm.c's): D (M, N) = α·op(A) (M, K) · op(B) (K, N) + β·D. cuBLASLt is
-// column-major, so the call computes Dᵀ = op(B)ᵀ·op(A)ᵀ: a row-major (r, c) array is a
+// The device counterpart of gemm_cpu.hpp: the CUDA GPT-2's matrix products come here, and so can an
+// optimizer's (nothing here depends on a model). Products are written in row-major terms (the
+// model's buffers are row-major, as llm.c's): D (M, N) = α·op(A) (M, K) · op(B) (K, N) + β·D.
+// cuBLASLt is column-major, so the call computes Dᵀ = op(B)ᵀ·op(A)ᵀ: a row-major (r, c) array is a
 // column-major (c, r) array with the same leading dimension, and A and B swap places.
 // In those column-major terms the epilogues mean, for the row-major caller:
 //  - bias:          D[i, j] += bias[j]                      (bias of length N);
@@ -36,12 +37,16 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
+#include "trainkit/core/cuda/gelu.cuh"
+#include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/core/cuda/stream.hpp"
-#include "trainkit/model/cuda/common.cuh"
 
-namespace trainkit::model::kernels {
+namespace trainkit::linalg {
+
+using cuda::bf16_t;
 
 enum class epilogue : int { none, bias, gelu_aux_bias, dgelu, bgradb };
 
@@ -64,7 +69,11 @@ struct matmul_arguments {
   std::int64_t ld_aux = 0;
 };
 
-// ---- epilogue fallbacks (used only when cuBLASLt offers no fused algorithm) --------------------
+// Epilogue fallbacks, used only when cuBLASLt offers no fused algorithm. Each kernel is a function
+// template (`template <class = void>`, launched as `name<><<<...>>>`): a plain `__global__`
+// function has external linkage, so two .cu files including this header would each define it and
+// the link would fail; a template's instantiations are merged by the linker.
+namespace detail {
 
 template <class = void>
 __global__ void add_bias_kernel(bf16_t* d, const bf16_t* bias, int m, int n, std::int64_t ldd) {
@@ -83,7 +92,7 @@ __global__ void gelu_from_aux_kernel(bf16_t* d, std::int64_t ldd, const bf16_t* 
   const std::int64_t r = i / n, c = i % n;
   const float x = __bfloat162float(aux[r * ld_aux + c]);
   bf16_t* p = d + r * ldd + c;
-  *p = __float2bfloat16(backward ? __bfloat162float(*p) * gelu_grad(x) : gelu(x));
+  *p = __float2bfloat16(backward ? __bfloat162float(*p) * cuda::gelu_grad(x) : cuda::gelu(x));
 }
 
 // bias_grad[i] = Σ_k a[k, i] for a stored (K, M): one thread per column, rows in order.
@@ -96,6 +105,8 @@ __global__ void column_sum_kernel(bf16_t* out, const bf16_t* a, int rows, int co
   for (int r = 0; r < rows; ++r) s += __bfloat162float(a[std::int64_t(r) * lda + c]);
   out[c] = __float2bfloat16(s);
 }
+
+}  // namespace detail
 
 /// Owns the cuBLASLt handle, the workspace and the algorithm cache. One per model (not thread
 /// safe: a model runs on one host thread and one stream).
@@ -133,31 +144,31 @@ class matmul_context {
   /// Checks the arguments; throws config_error naming what cannot work.
   static void can_implement(const matmul_arguments& x) {
     constexpr const char* who = "matmul";
-    require(x.a && x.b && x.d, who, "null operand");
-    require(x.m > 0 && x.n > 0 && x.k > 0 && x.batch > 0, who, [&] {
+    cuda::require(x.a && x.b && x.d, who, "null operand");
+    cuda::require(x.m > 0 && x.n > 0 && x.k > 0 && x.batch > 0, who, [&] {
       return "empty shape m=" + std::to_string(x.m) + " n=" + std::to_string(x.n) +
              " k=" + std::to_string(x.k) + " batch=" + std::to_string(x.batch);
     });
-    require(x.lda >= (x.trans_a ? x.m : x.k), who,
-            [&] { return "lda " + std::to_string(x.lda) + " too small"; });
-    require(x.ldb >= (x.trans_b ? x.k : x.n), who,
-            [&] { return "ldb " + std::to_string(x.ldb) + " too small"; });
-    require(x.ldd >= x.n, who, [&] { return "ldd " + std::to_string(x.ldd) + " too small"; });
-    require(x.ep == epilogue::none || x.batch == 1, who, "epilogues are for unbatched GEMMs");
-    require(!(x.d_is_f32 && x.ep != epilogue::none), who, "epilogues write bf16 outputs");
+    cuda::require(x.lda >= (x.trans_a ? x.m : x.k), who,
+                  [&] { return "lda " + std::to_string(x.lda) + " too small"; });
+    cuda::require(x.ldb >= (x.trans_b ? x.k : x.n), who,
+                  [&] { return "ldb " + std::to_string(x.ldb) + " too small"; });
+    cuda::require(x.ldd >= x.n, who, [&] { return "ldd " + std::to_string(x.ldd) + " too small"; });
+    cuda::require(x.ep == epilogue::none || x.batch == 1, who, "epilogues are for unbatched GEMMs");
+    cuda::require(!(x.d_is_f32 && x.ep != epilogue::none), who, "epilogues write bf16 outputs");
     if (x.ep == epilogue::bias || x.ep == epilogue::gelu_aux_bias)
-      require(x.bias != nullptr, who, "bias epilogue without a bias");
+      cuda::require(x.bias != nullptr, who, "bias epilogue without a bias");
     if (x.ep == epilogue::gelu_aux_bias || x.ep == epilogue::dgelu) {
-      require(x.aux != nullptr, who, "GELU epilogue without its aux matrix");
+      cuda::require(x.aux != nullptr, who, "GELU epilogue without its aux matrix");
       // cublasLt.h: the GELU aux leading dimension must be a multiple of 8.
-      require(x.ld_aux >= x.n && x.ld_aux % 8 == 0, who, [&] {
+      cuda::require(x.ld_aux >= x.n && x.ld_aux % 8 == 0, who, [&] {
         return "GELU aux leading dimension " + std::to_string(x.ld_aux) +
                " must be ≥ n and a multiple of 8";
       });
     }
     if (x.ep == epilogue::bgradb) {
-      require(x.bias_grad != nullptr, who, "bgradb epilogue without a bias-gradient output");
-      require(x.trans_a, who, "bgradb is used (and has a fallback) only with a transposed A");
+      cuda::require(x.bias_grad != nullptr, who, "bgradb epilogue without a bias-gradient output");
+      cuda::require(x.trans_a, who, "bgradb is used (and has a fallback) only with a transposed A");
     }
   }
 
@@ -299,31 +310,32 @@ class matmul_context {
     switch (x.ep) {
       case epilogue::bias:
         run(plain, stream);
-        add_bias_kernel<>
-            <<<ceil_div(mn, threads), threads, 0, stream>>>(d, x.bias, x.m, x.n, x.ldd);
+        detail::add_bias_kernel<>
+            <<<cuda::ceil_div(mn, threads), threads, 0, stream>>>(d, x.bias, x.m, x.n, x.ldd);
         TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
         break;
       case epilogue::gelu_aux_bias:
         plain.d = x.aux;  // pre-activation first, then gelu(aux) into d
         plain.ldd = x.ld_aux;
         run(plain, stream);
-        add_bias_kernel<>
-            <<<ceil_div(mn, threads), threads, 0, stream>>>(x.aux, x.bias, x.m, x.n, x.ld_aux);
+        detail::add_bias_kernel<><<<cuda::ceil_div(mn, threads), threads, 0, stream>>>(
+            x.aux, x.bias, x.m, x.n, x.ld_aux);
         TRAINKIT_CUDA_CHECK_LAUNCH("add_bias_kernel");
-        gelu_from_aux_kernel<><<<ceil_div(mn, threads), threads, 0, stream>>>(
+        detail::gelu_from_aux_kernel<><<<cuda::ceil_div(mn, threads), threads, 0, stream>>>(
             d, x.ldd, x.aux, x.ld_aux, x.m, x.n, false);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::dgelu:
         run(plain, stream);
-        gelu_from_aux_kernel<><<<ceil_div(mn, threads), threads, 0, stream>>>(
+        detail::gelu_from_aux_kernel<><<<cuda::ceil_div(mn, threads), threads, 0, stream>>>(
             d, x.ldd, x.aux, x.ld_aux, x.m, x.n, true);
         TRAINKIT_CUDA_CHECK_LAUNCH("gelu_from_aux_kernel");
         break;
       case epilogue::bgradb:
         run(plain, stream);
-        column_sum_kernel<><<<ceil_div(std::size_t(x.m), threads), threads, 0, stream>>>(
-            x.bias_grad, x.a, x.k, x.m, x.lda);
+        detail::column_sum_kernel<>
+            <<<cuda::ceil_div(std::size_t(x.m), threads), threads, 0, stream>>>(x.bias_grad, x.a,
+                                                                                x.k, x.m, x.lda);
         TRAINKIT_CUDA_CHECK_LAUNCH("column_sum_kernel");
         break;
       case epilogue::none:
@@ -440,4 +452,4 @@ class matmul_context {
   int fallbacks_ = 0;
 };
 
-}  // namespace trainkit::model::kernels
+}  // namespace trainkit::linalg
