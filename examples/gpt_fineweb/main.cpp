@@ -46,8 +46,10 @@
 
 // ---- data parallelism (--reducer mpi; built where CMake found MPI) ----
 #if defined(TRAINKIT_HAS_MPI)
+#include <trainkit/optim/zero1_adamw_cpu.hpp>
 #include <trainkit/reduce/mpi_allreduce.hpp>
 #include <trainkit/reduce/mpi_session.hpp>
+#include <trainkit/reduce/mpi_zero1.hpp>
 #endif
 // ---- end data parallelism ----
 
@@ -170,10 +172,11 @@ struct mute_stdout_unless_rank_zero {
   }
 };
 
-template <class Checkpointer, class Reducer = tk::reduce::single>
+template <class Checkpointer, class Reducer = tk::reduce::single,
+          class Optimizer = tk::optim::adamw_cpu>
 int train_with(const train_options& o, Checkpointer checkpointer, Reducer reducer = {}) {
   using cpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<4>,
-                                  tk::model::gpt2_cpu, tk::optim::adamw_cpu, Checkpointer, Reducer>;
+                                  tk::model::gpt2_cpu, Optimizer, Checkpointer, Reducer>;
   // ---- data parallelism: rank r reads its slice of every round of batches ----
   const int rank = reducer.rank(), ranks = reducer.world_size();
   const mute_stdout_unless_rank_zero mute(rank);
@@ -223,7 +226,10 @@ int train_with(const train_options& o, Checkpointer checkpointer, Reducer reduce
   std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
             << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
             << " steps\n";
-  if (ranks > 1) std::cout << ranks << " ranks (--reducer mpi)\n";
+  if (ranks > 1)
+    std::cout << ranks << " ranks (--reducer " << o.reducer << ") | optimizer state "
+              << tk::detail::format("%.2f", double(t.optimizer().state_bytes()) / (1 << 20))
+              << " MiB per rank\n";
   // Samples and HellaSwag come from rank 0 alone (every rank holds the same weights).
   std::optional<sampler> samples;
   if (o.sample_every > 0 && rank == 0) samples.emplace(sampler::from_options(o));
@@ -308,6 +314,9 @@ int run_train_mpi(const train_options& o) {
   // checkpoint): here it is a stop request like SIGTERM to one rank.
   std::signal(SIGUSR1, [](int sig) { tk::request_stop(sig); });
   try {
+    if (o.reducer == "mpi-zero1")  // ZeRO-1; train_options::validate refuses checkpoints
+      return train_with<tk::checkpoint::no_checkpoint, tk::reduce::mpi_zero1,
+                        tk::optim::zero1_adamw_cpu>(o, {}, tk::reduce::mpi_zero1{});
     tk::reduce::mpi_allreduce reducer;
     // Constructing a checkpointer removes crashed saves' temporaries: rank 0 first, alone.
     auto rank_zero_first = [&](auto make) {
@@ -372,7 +381,7 @@ int run_train(const train_options& o) {
 #endif
   }
   if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
-  if (o.reducer == "mpi") return run_train_mpi(o);  // data parallelism
+  if (o.reducer != "single") return run_train_mpi(o);  // data parallelism
   if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
   if (o.ckpt_dir.empty())
     throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");

@@ -72,7 +72,7 @@ struct train_options {
   std::string vocab;  // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
   // ---- data parallelism (--reducer; docs/distributed.md) ----
-  std::string reducer = "single";  // single: one process; mpi: one rank per process (mpirun)
+  std::string reducer = "single";  // single: one process; mpi, mpi-zero1: a rank per process
   // ---- end data parallelism ----
 
   /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
@@ -137,10 +137,14 @@ struct train_options {
           "cpu for now; score a model file afterwards with `eval`");
     trainkit::model::sampling_config{float(temperature), top_k, seed}.validate();
     // ---- data parallelism ----
-    if (reducer == "mpi" && device != "cpu")
+    if (reducer != "single" && device != "cpu")
+      throw trainkit::config_error("--reducer " + reducer +
+                                   " reduces CPU gradients: it needs --device cpu "
+                                   "(a NCCL reducer for --device cuda does not exist yet)");
+    if (reducer == "mpi-zero1" && ckpt_mode != "none")
       throw trainkit::config_error(
-          "--reducer mpi reduces CPU gradients: it needs --device cpu "
-          "(a NCCL reducer for --device cuda does not exist yet)");
+          "--reducer mpi-zero1 shards the optimizer state and sharded checkpoints do not exist "
+          "yet: it needs --ckpt-mode none");
     // ---- end data parallelism ----
     if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
       throw trainkit::config_error(
@@ -232,9 +236,10 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--top-k", o.top_k, "sample among the K most likely tokens (0 = all)");
   // ---- data parallelism ----
   app.add_option("--reducer", o.reducer,
-                 "gradient reducer: single (one process) or mpi (data parallel on CPU, one rank "
-                 "per process: mpirun -np N gpt_fineweb --reducer mpi ...)")
-      ->check(CLI::IsMember({"single", "mpi"}));
+                 "gradient reducer: single (one process), mpi (data parallel on CPU, one rank "
+                 "per process: mpirun -np N gpt_fineweb --reducer mpi ...) or mpi-zero1 (the "
+                 "same with the optimizer state sharded over the ranks, ZeRO-1)")
+      ->check(CLI::IsMember({"single", "mpi", "mpi-zero1"}));
   // ---- end data parallelism ----
   app.add_option("--vocab", o.vocab,
                  "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB, "

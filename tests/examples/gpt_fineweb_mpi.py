@@ -14,6 +14,10 @@ Small CPU runs (d2, B=2, T=32, one thread per rank, the embedded corpus) in thre
   errors   an error on one rank (rank 1 alone is given a corrupt --data shard) and a divergence
            (every rank's averaged loss turns NaN at the same step): the job ends, never hangs,
            with exit code 2 and the message naming the rank.
+  zero1    the same as equal with --reducer mpi-zero1 (ZeRO-1: gradients reduce-scattered, each
+           rank updates its shard, parameters all-gathered): metrics lines and exported model
+           identical to one process's, and the optimizer state rank 0 reports is half of one
+           process's 2 x 4 bytes per parameter (to one norm chunk, 2 x 4 x 32768 bytes).
   sigkill  SIGKILL to rank 1 mid-run: mpiexec ends the job within seconds with a non-zero code; a
            2-rank --resume continues from the newest complete checkpoint and its metrics lines
            and exported model equal an uninterrupted 2-rank run's.
@@ -61,6 +65,7 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.failures = []
+        self.reducer = "mpi"
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -83,7 +88,8 @@ class Runner:
         # Each rank writes its pid, so a test can signal one rank alone.
         pid_file = os.path.join(self.args.work, "pid.$OMPI_COMM_WORLD_RANK")
         return ([self.args.mpiexec, "-n", str(ranks), "--oversubscribe", "sh", "-c",
-                 'echo $$ > %s; exec "$0" "$@"' % pid_file, self.args.exe, "--reducer", "mpi"]
+                 'echo $$ > %s; exec "$0" "$@"' % pid_file, self.args.exe, "--reducer",
+                 self.reducer]
                 + flags)
 
     def spawn(self, ranks, name, flags):
@@ -152,6 +158,21 @@ class Runner:
                       % (len(console), steps))
         if "2 ranks" not in self.text("two", "out"):
             self.fail("the 2-rank run does not say it has 2 ranks")
+
+    def zero1(self):
+        self.reducer = "mpi-zero1"
+        self.equal()
+        out = self.text("two", "out")
+        params = re.search(r"\| (\d+) parameters", out)
+        state = re.search(r"optimizer state ([0-9.]+) MiB per rank", out)
+        if not params or not state:
+            self.fail("the 2-rank ZeRO-1 run does not report its parameters and optimizer state")
+            return
+        one_process = 2 * 4 * int(params.group(1))
+        per_rank = float(state.group(1)) * (1 << 20)
+        if abs(per_rank - one_process / 2) > 2 * 4 * 32768 + 0.01 * (1 << 20):
+            self.fail("ZeRO-1 optimizer state %.0f bytes per rank, one process %d"
+                      % (per_rank, one_process))
 
     def sigterm(self):
         self.stop_by("term", lambda proc: os.kill(self.rank_pid(1), signal.SIGTERM))
@@ -252,7 +273,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exe", required=True)
     ap.add_argument("--mpiexec", required=True)
-    ap.add_argument("--mode", choices=("equal", "sigterm", "sigkill", "errors"), required=True)
+    ap.add_argument("--mode", choices=("equal", "zero1", "sigterm", "sigkill", "errors"), required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
