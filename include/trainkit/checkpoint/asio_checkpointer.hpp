@@ -67,10 +67,12 @@ struct asio_checkpointer_config {
   std::filesystem::path dir;   // one step_NNNNNNNN directory per checkpoint goes here
   int keep_last = 0;           // keep the newest K complete checkpoints; 0 keeps all
   bool fail_on_error = false;  // a failed background write throws io_error from the next call
-  // The writer thread's scheduling (thread_priority.hpp): `low` lets training win the cores. The
-  // snapshot copy always runs at normal priority on its own thread (it must be done by the next
-  // optimizer update).
-  background_priority writer_priority = background_priority::low;
+  // The writer thread's scheduling (thread_priority.hpp): `low` (nice 19) lets training win the
+  // cores, but on a machine whose cores training fills, a low-priority write can outlast the
+  // checkpoint interval and the next save then waits for it (measured: 7-15 s stalls on 2 busy
+  // cores), so the default is `normal`. The snapshot copy always runs at normal priority on its
+  // own thread (it must be done by the next optimizer update).
+  background_priority writer_priority = background_priority::normal;
   // Fault injection for tests: called on the writer thread with the checkpoint directory about
   // to be written (dir/step_N), before any of its files; throwing io_error there is reported
   // exactly like a failing disk. Leave empty in real runs.
