@@ -11,6 +11,8 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <random>
+#include <span>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -27,6 +29,25 @@
 namespace trainkit_test {
 
 namespace tk = trainkit;
+
+/// The part of a model a reducer reads: flat gradients and their buckets.
+struct bucketed_gradients {
+  using memory_space = tk::host_memory;
+  using parameter_type = float;
+  std::vector<float> grads;
+  std::vector<tk::model::gradient_bucket> buckets;
+  std::span<float> gradients() { return grads; }
+  std::span<const tk::model::gradient_bucket> gradient_buckets() const { return buckets; }
+};
+
+/// n floats uniform in [-3, 3), reproducible from the seed.
+inline std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
 
 tk::data::synthetic_source synthetic(int B, int T, int rank, int ranks, int vocab = 100) {
   return tk::data::synthetic_source({.batch_size = B,

@@ -42,16 +42,6 @@ namespace {
 
 using namespace trainkit_test;
 
-/// The part of a model the reducer reads: flat gradients and their buckets.
-struct bucketed_gradients {
-  using memory_space = tk::host_memory;
-  using parameter_type = float;
-  std::vector<float> grads;
-  std::vector<tk::model::gradient_bucket> buckets;
-  std::span<float> gradients() { return grads; }
-  std::span<const tk::model::gradient_bucket> gradient_buckets() const { return buckets; }
-};
-
 struct double_gradients {
   using memory_space = tk::host_memory;
   using parameter_type = double;
@@ -60,14 +50,6 @@ struct double_gradients {
   std::span<double> gradients() { return grads; }
   std::span<const tk::model::gradient_bucket> gradient_buckets() const { return buckets; }
 };
-
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 std::uint64_t seed_of(int rank) {
   return 1000 + 17 * std::uint64_t(rank);

@@ -53,23 +53,6 @@ TEST(Zero1Shards, CutOnTheNormChunkGridTileTheBufferAndDifferByAtMostOneChunk) {
   EXPECT_THROW(tk::optim::zero1_shard(10, 2, 2), tk::config_error);
 }
 
-struct bucketed_gradients {
-  using memory_space = tk::host_memory;
-  using parameter_type = float;
-  std::vector<float> grads;
-  std::vector<tk::model::gradient_bucket> buckets;
-  std::span<float> gradients() { return grads; }
-  std::span<const tk::model::gradient_bucket> gradient_buckets() const { return buckets; }
-};
-
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 // 4 chunks and a bit: ranges that cross shard boundaries, one inside a shard, buckets published
 // in an order other than the buffer's, one empty.
 constexpr std::size_t layout_size = 4 * chunk + 1234;
