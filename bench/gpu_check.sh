@@ -59,6 +59,12 @@ if [[ $mode == build ]]; then
   cmake -S "$root" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINKIT_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DTRAINKIT_BUILD_TESTS=ON -DTRAINKIT_BUILD_BENCH=ON \
     -DTRAINKIT_BUILD_EXAMPLES=ON
+  # cuDNN's attention test exists when CMake found cudnn-frontend (pip install nvidia-cudnn-frontend).
+  if cmake --build "$tree" --target help | grep -q '^test_cuda_cudnn_attention:'; then
+    tests+=(test_cuda_cudnn_attention)
+  else
+    echo "gpu_check: no cudnn-frontend here: test_cuda_cudnn_attention and the cudnn cases not built"
+  fi
   cmake --build "$tree" --target "${tests[@]}" "${benches[@]}" "${programs[@]}" -j"${JOBS:-1}"
   rm -rf "$carry"
   mkdir -p "$carry/bin" "$carry/lib"
@@ -219,11 +225,11 @@ step() {
 
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
-lim_core=20 lim_kernels=70 lim_stager=10 lim_flash=20 lim_prefetch=15 lim_gpt2=45 lim_golden=15 lim_training=45 lim_link=10
+lim_core=20 lim_kernels=60 lim_cudnn=10 lim_stager=10 lim_flash=20 lim_prefetch=15 lim_gpt2=45 lim_golden=15 lim_training=45 lim_link=10
 lim_bench=60 lim_graph=30 lim_torch=80 lim_profile=30 lim_attn=20 lim_memcheck=25 lim_fineweb=45
-sum=$((lim_core + lim_kernels + lim_stager + lim_flash + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
+sum=$((lim_core + lim_kernels + lim_cudnn + lim_stager + lim_flash + lim_prefetch + lim_gpt2 + lim_golden + lim_training + lim_link +
   lim_bench + lim_graph + lim_torch + lim_profile + lim_attn + lim_memcheck + lim_fineweb))
-say "budget: core $lim_core + kernels $lim_kernels + stager $lim_stager + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
+say "budget: core $lim_core + kernels $lim_kernels + cudnn $lim_cudnn + stager $lim_stager + flash $lim_flash + prefetch $lim_prefetch + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch + profile $lim_profile + attention bench $lim_attn + memcheck $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget)"
 if ((sum > 540)); then  # the limits must fit one device-tool call (killed at 600 s)
   say "gpu_check: the step limits exceed 540 s; fix the lim_* values"
   write_summary
@@ -254,6 +260,13 @@ done
 # trainkit's flash attention against the naive CPU attention (one process, faults named).
 CUDA_LAUNCH_BLOCKING=1 step test_cuda_flash_attention "$lim_flash" gtest "$bin/test_cuda_flash_attention" \
   --gtest_color=no
+# cuDNN's fused attention against the naive CPU attention (built when cudnn-frontend was found).
+if [[ -x $bin/test_cuda_cudnn_attention ]]; then
+  CUDA_LAUNCH_BLOCKING=1 step test_cuda_cudnn_attention "$lim_cudnn" gtest \
+    "$bin/test_cuda_cudnn_attention" --gtest_color=no
+else
+  rows+=("$(printf '%-66s %-16s %5s  %s' test_cuda_cudnn_attention NOT-RUN 0 "not built (no cudnn-frontend)")")
+fi
 step test_pinned_prefetcher "$lim_prefetch" gtest "$bin/test_pinned_prefetcher" --gtest_color=no
 step test_cuda_stager "$lim_stager" gtest "$bin/test_cuda_stager" --gtest_color=no
 

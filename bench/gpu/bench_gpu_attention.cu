@@ -1,7 +1,9 @@
 // bench/gpu/bench_gpu_attention.cu — causal attention forward + backward at GPT-2 shapes (d12:
-// C = 768, H = 12, hs 64; d48: C = 1600, H = 25, hs 64), naive (T×T matrices) against trainkit's
-// flash kernels, TFLOP/s with causal FLOPs counted: forward 2·B·H·T²·hs (two products, half the
-// matrix), backward 2.5× that. Prints the goal beside the figure; exits 0 without a device.
+// C = 768, H = 12, hs 64; d48: C = 1600, H = 25, hs 64): trainkit's flash kernels, cuDNN's fused
+// attention (when the build found cudnn-frontend: cudnn_engine.cpp registers it) and the naive
+// kernels (T×T matrices), TFLOP/s with causal FLOPs counted: forward 2·B·H·T²·hs (two products,
+// half the matrix), backward 2.5× that. Prints the goal beside the figure; exits 0 without a
+// device.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/model/cuda/attention.cuh"
+#include "trainkit/model/cuda/attention_engine.hpp"
 #include "trainkit/model/cuda/flash_attention.cuh"
 
 namespace k = trainkit::model::kernels;
@@ -72,6 +75,20 @@ void run_case(const char* name, int B, int T, int C, int H) {
   const double flash_tf = flops / (flash * 1e9);
   std::printf("%-5s B=%-2d T=%d flash  %8.2f ms  %6.1f TFLOP/s  goal >= 150  %s\n", name, B, T,
               flash, flash_tf, flash_tf >= 150 ? "met" : "NOT met");
+
+  if (const k::attention_engine_factory make = k::cudnn_attention_factory()) {
+    const auto cudnn = make(/*deterministic=*/true);  // what gpt_fineweb runs by default
+    const double ms = time_ms([&] {
+      cudnn->forward(out.data(), lse.data(), qkv.data(), B, T, C, H, 0);
+      cudnn->backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, H, 0);
+    });
+    const double tf = flops / (ms * 1e9);
+    std::printf("%-5s B=%-2d T=%d cudnn  %8.2f ms  %6.1f TFLOP/s  goal >= 250  %s\n", name, B, T,
+                ms, tf, tf >= 250 ? "met" : "NOT met");
+  } else {
+    std::printf("%-5s B=%-2d T=%d cudnn  not built (pip install nvidia-cudnn-frontend)\n", name, B,
+                T);
+  }
 
   k::matmul_context mm;
   device_buffer<k::bf16_t> qkvr(3 * n), p(att), dscores(att), heads(n), dqkvr(3 * n);

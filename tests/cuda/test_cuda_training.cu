@@ -90,6 +90,28 @@ std::vector<double> gpu_training_losses(const training_setup& s) {
   return losses;
 }
 
+// The attention choice is checked before any device work, so these run in CI without a GPU. This
+// program does not link the cuDNN engine (tests/cuda/cudnn_engine.cpp): attention=cudnn must say
+// how to get it instead of failing later.
+TEST(CudaTraining, AttentionChoiceIsCheckedBeforeTouchingTheDevice) {
+  const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
+  tk::model::gpt2_cuda_options opt;
+  opt.attention = tk::model::gpt2_attention::cudnn;
+  ASSERT_EQ(tk::model::kernels::cudnn_attention_factory(), nullptr);
+  try {
+    tk::model::gpt2_cuda model(cfg, 1, opt);
+    FAIL() << "attention=cudnn without the engine linked was accepted";
+  } catch (const tk::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("model/cuda/cudnn_attention.hpp"), std::string::npos)
+        << e.what();
+  }
+  opt.attention = tk::model::gpt2_attention::flash;  // not bit-reproducible: refused by default
+  EXPECT_THROW(tk::model::gpt2_cuda(cfg, 1, opt), tk::config_error);
+  opt.recompute = 3;
+  opt.attention = tk::model::gpt2_attention::naive;
+  EXPECT_THROW(tk::model::gpt2_cuda(cfg, 1, opt), tk::config_error);
+}
+
 TEST(CudaTraining, D2TracksTheCpuCompositionFor50Steps) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   temp_dir dir;

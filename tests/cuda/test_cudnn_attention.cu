@@ -1,12 +1,16 @@
-// GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.cuh) against the naive CPU
-// attention (out, dq, dk, dv) and the CPU flash twin (the softmax statistics), and of its graph
-// cache: one graph per shape and pass.
-#include "trainkit/model/cuda/cudnn_attention.cuh"  // first: compiles on its own
+// GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.hpp, compiled by g++ in
+// cudnn_engine.cpp and reached through its registration, as gpt2_cuda reaches it) against the
+// naive CPU attention (out, dq, dk, dv) and the CPU flash twin (the softmax statistics), and of
+// its graph cache: one graph per shape and pass.
+#include "trainkit/model/cuda/attention_engine.hpp"
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 
 #include "gpu_test_support.cuh"
 #include "reference.hpp"
@@ -28,7 +32,13 @@ fvec part_of_dqkv(const fvec& dqkv, int BT, int C, int part) {
   return out;
 }
 
-void check_cudnn_attention(k::cudnn_attention& att, int B, int T, int C, int H,
+std::unique_ptr<k::attention_engine> make_engine() {
+  const k::attention_engine_factory make = k::cudnn_attention_factory();
+  if (!make) throw std::logic_error("cudnn_engine.cpp is not linked into this test");
+  return make(/*deterministic=*/true);
+}
+
+void check_cudnn_attention(k::attention_engine& att, int B, int T, int C, int H,
                            std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const std::size_t n = std::size_t(B) * T * C, nl = std::size_t(B) * H * T;
@@ -56,9 +66,15 @@ void check_cudnn_attention(k::cudnn_attention& att, int B, int T, int C, int H,
         << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H;
 }
 
+// Linking cudnn_engine.cpp is what registers the engine: no device needed to see it.
+TEST(CudaCudnnAttention, LinkingTheEngineRegistersIt) {
+  EXPECT_NE(k::cudnn_attention_factory(), nullptr);
+}
+
 TEST(CudaCudnnAttention, MatchesCpuAttentionHead64And128) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
-  k::cudnn_attention att;
+  auto engine = make_engine();
+  k::attention_engine& att = *engine;
   check_cudnn_attention(att, 2, 67, 128, 2, 31);    // hs 64, T off the tile
   check_cudnn_attention(att, 1, 256, 768, 12, 32);  // GPT-2 width
   check_cudnn_attention(att, 2, 129, 256, 2, 33);   // hs 128
@@ -66,7 +82,8 @@ TEST(CudaCudnnAttention, MatchesCpuAttentionHead64And128) {
 
 TEST(CudaCudnnAttention, BuildsOneGraphPerShapeAndPass) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
-  k::cudnn_attention att;
+  auto engine = make_engine();
+  k::attention_engine& att = *engine;
   check_cudnn_attention(att, 1, 64, 128, 2, 34);
   EXPECT_EQ(att.cached_graphs(), 2u);
   check_cudnn_attention(att, 1, 64, 128, 2, 35);  // same shape: reused
@@ -78,7 +95,8 @@ TEST(CudaCudnnAttention, BuildsOneGraphPerShapeAndPass) {
 TEST(CudaCudnnAttention, RejectsBadShapesBeforeTouchingCudnn) {
   // check_shape runs before any graph is built; the handle needs a device, so this needs one.
   TRAINKIT_SKIP_WITHOUT_DEVICE();
-  k::cudnn_attention att;
+  auto engine = make_engine();
+  k::attention_engine& att = *engine;
   EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 100, 3, 0), trainkit::config_error);
   EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 12, 1, 0), trainkit::config_error);
 }

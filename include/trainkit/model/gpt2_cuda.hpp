@@ -61,6 +61,7 @@
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/cuda/attention.cuh"
+#include "trainkit/model/cuda/attention_engine.hpp"
 #include "trainkit/model/cuda/classifier.cuh"
 #include "trainkit/model/cuda/cuda_graph.hpp"
 #include "trainkit/model/cuda/elementwise.cuh"
@@ -74,9 +75,6 @@
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/step_protocol.hpp"
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
-#include "trainkit/model/cuda/cudnn_attention.cuh"
-#endif
 
 namespace trainkit::model {
 
@@ -108,7 +106,7 @@ class gpt2_cuda {
   /// an llm.c model file: read_llmc_parameters (llmc_file.hpp) into a vector, then this.
   gpt2_cuda(gpt2_config cfg, std::span<const float> params, gpt2_cuda_options opt = {})
       : config_(validated(cfg)),
-        options_(opt),
+        options_(checked_options(opt, config_)),
         layout_(gpt2_parameter_layout(config_)),
         buckets_(gpt2_gradient_buckets(config_)),
         stream_(std::make_unique<trainkit::cuda::stream>()),
@@ -118,10 +116,8 @@ class gpt2_cuda {
       throw config_error("gpt2_cuda: " + std::to_string(params.size()) +
                          " parameters given, shape " + config_.to_string() + " has " +
                          std::to_string(config_.num_parameters()));
-    if (options_.recompute < 0 || options_.recompute > 2)
-      throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
-                         std::to_string(options_.recompute));
-    check_attention_choice();
+    if (options_.attention == gpt2_attention::cudnn)
+      cudnn_ = kernels::cudnn_attention_factory()(options_.deterministic);
     for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
     device_name_ = trainkit::cuda::query_device().name;
     params_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
@@ -449,10 +445,7 @@ class gpt2_cuda {
   }
 
   const void* attention_workspace() const noexcept {
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
-    if (cudnn_) return cudnn_->workspace();
-#endif
-    return nullptr;
+    return cudnn_ ? cudnn_->workspace() : nullptr;
   }
 
   void replay_micro_step(batch_view<device_memory> batch, float grad_scale, bool first,
@@ -623,33 +616,34 @@ class gpt2_cuda {
     return v;
   }
 
-  void check_attention_choice() {
-    const int hs = config_.channels / config_.num_heads;
-    switch (options_.attention) {
+  // Checked before any device work, so a bad choice is reported on a machine without a GPU too.
+  static gpt2_cuda_options checked_options(const gpt2_cuda_options& opt, const gpt2_config& cfg) {
+    if (opt.recompute < 0 || opt.recompute > 2)
+      throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
+                         std::to_string(opt.recompute));
+    const int hs = cfg.channels / cfg.num_heads;
+    switch (opt.attention) {
       case gpt2_attention::naive:
-        return;
+        return opt;
       case gpt2_attention::flash:
         if (hs != 64 && hs != 128)
           throw config_error("gpt2_cuda: attention=flash needs head size 64 or 128, shape " +
-                             config_.to_string() + " has " + std::to_string(hs));
+                             cfg.to_string() + " has " + std::to_string(hs));
         // Its backward adds dq with fp32 atomics in no fixed order.
-        if (options_.deterministic)
+        if (opt.deterministic)
           throw config_error(
               "gpt2_cuda: attention=flash is not bit-reproducible; set deterministic = false "
               "or use attention=naive or cudnn");
-        return;
+        return opt;
       case gpt2_attention::cudnn:
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
-        cudnn_ = std::make_unique<kernels::cudnn_attention>(options_.deterministic);
-        return;
-#else
-        throw config_error(
-            "gpt2_cuda: attention=cudnn, but trainkit was built without cudnn-frontend (link "
-            "trainkit::cudnn; pip install nvidia-cudnn-frontend)");
-#endif
+        if (!kernels::cudnn_attention_factory())
+          throw config_error(
+              "gpt2_cuda: attention=cudnn, but this program has no cuDNN attention: compile "
+              "<trainkit/model/cuda/cudnn_attention.hpp> into one of its .cpp files and link "
+              "trainkit::cudnn (pip install nvidia-cudnn-frontend)");
+        return opt;
     }
-    throw config_error("gpt2_cuda: unknown attention choice " +
-                       std::to_string(int(options_.attention)));
+    throw config_error("gpt2_cuda: unknown attention choice " + std::to_string(int(opt.attention)));
   }
 
   // One layer's attention, out = v.atty (B, T, C), from qkv (B, T, 3C).
@@ -663,9 +657,7 @@ class gpt2_cuda {
         kernels::flash_attention_forward(v.atty, v.lse, qkv, B, T, C, H, s);
         return;
       case gpt2_attention::cudnn:
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
         cudnn_->forward(v.atty, v.lse, qkv, B, T, C, H, s);
-#endif
         return;
     }
   }
@@ -683,9 +675,7 @@ class gpt2_cuda {
                                           B, T, C, H, s);
         return;
       case gpt2_attention::cudnn:
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
         cudnn_->backward(dqkv, datty, v.qkvr, v.atty, v.lse, B, T, C, H, s);
-#endif
         return;
     }
   }
@@ -833,9 +823,7 @@ class gpt2_cuda {
   std::unique_ptr<trainkit::cuda::stream> stream_;
   std::unique_ptr<kernels::matmul_context> blas_;
   std::unique_ptr<trainkit::cuda::stream> capture_stream_;  // cuda_graph only; never runs work
-#ifdef TRAINKIT_HAS_CUDNN_FRONTEND
-  std::unique_ptr<kernels::cudnn_attention> cudnn_;  // attention=cudnn only
-#endif
+  std::unique_ptr<kernels::attention_engine> cudnn_;        // attention=cudnn only
   trainkit::cuda::device_buffer<trainkit::bf16> params_;
   trainkit::cuda::device_buffer<trainkit::bf16> grads_;
   trainkit::cuda::device_buffer<std::byte> arena_;

@@ -25,7 +25,8 @@ namespace trainkit::model {
 
 /// How the CUDA GPT-2 computes attention (docs/cuda.md): `naive` materialises the T×T scores
 /// (attention.cuh), `flash` runs trainkit's own tiled kernels (flash_attention.cuh, head sizes 64
-/// and 128), `cudnn` cuDNN's fused attention (cudnn_attention.cuh; needs trainkit::cudnn).
+/// and 128), `cudnn` cuDNN's fused attention (cudnn_attention.hpp compiled into the program; needs
+/// trainkit::cudnn).
 /// flash and cudnn keep only the log-sum-exp per row: no T×T buffer in the arena.
 enum class gpt2_attention { naive, flash, cudnn };
 

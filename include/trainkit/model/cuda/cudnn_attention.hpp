@@ -1,13 +1,17 @@
-// trainkit/model/cuda/cudnn_attention.cuh — causal attention through cuDNN's fused
+// trainkit/model/cuda/cudnn_attention.hpp — causal attention through cuDNN's fused
 // scaled-dot-product attention (its flash kernels), forward and backward, via the cudnn-frontend
-// C++ graph API.
+// C++ graph API: gpt2_cuda's attention=cudnn engine (model/cuda/attention_engine.hpp).
+//
+// Include this header in ONE .cpp of a program (host code only: g++ compiles it in under a minute,
+// nvcc takes minutes over cudnn-frontend) and link trainkit::cudnn; its static initialiser
+// registers the engine, and gpt2_cuda finds it through kernels::cudnn_attention_factory().
 //
 // Same contract as flash_attention.cuh: q, k, v read in place from the QKV GEMM's (B, T, 3C)
 // output through strides (no permute), out (B, T, C), softmax statistics lse (B, H, T) fp32 in
 // natural log (cuDNN's "stats"), dqkv (B, T, 3C) assigned. One graph per (B, T, H, hs, pass),
 // built on first use (validate, heuristics A then fallback, check_support, build_plans) and
-// cached; the workspace grows to the largest graph's need. Available only when CMake found the
-// cudnn-frontend headers (PyPI nvidia-cudnn-frontend) and libcudnn: TRAINKIT_HAS_CUDNN_FRONTEND.
+// cached; the workspace grows to the largest graph's need. trainkit::cudnn exists only when CMake
+// found the cudnn-frontend headers (PyPI nvidia-cudnn-frontend) and libcudnn.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,14 +29,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "trainkit/core/cuda/bf16.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/launch_checks.hpp"
+#include "trainkit/model/cuda/attention_engine.hpp"
 
 namespace trainkit::model::kernels {
-
-using namespace trainkit::cuda;  // bf16 packs, reductions, launch checks
 
 namespace cudnn_detail {
 
@@ -68,28 +70,28 @@ enum uid : std::int64_t {
 
 /// Owns the cuDNN handle, the cached graphs and the workspace. Not thread-safe: one per stream
 /// user, as matmul_context.
-class cudnn_attention {
+class cudnn_attention final : public attention_engine {
  public:
+  using bf16_t = __nv_bfloat16;
+
   /// deterministic: the backward uses cuDNN's deterministic algorithm (no atomics whose order
   /// varies run to run), as gpt2_cuda_options::deterministic asks.
   explicit cudnn_attention(bool deterministic = true) : deterministic_(deterministic) {
     cudnn_detail::check(cudnnCreate(&handle_), "cudnnCreate");
   }
-  cudnn_attention(const cudnn_attention&) = delete;
-  cudnn_attention& operator=(const cudnn_attention&) = delete;
-  ~cudnn_attention() {
+  ~cudnn_attention() override {
     if (handle_) (void)cudnnDestroy(handle_);
   }
 
   /// Graphs built so far (tests: one per shape and pass).
-  std::size_t cached_graphs() const noexcept { return graphs_.size(); }
+  std::size_t cached_graphs() const noexcept override { return graphs_.size(); }
   /// The workspace every graph runs in. It moves when a new shape needs more: a CUDA graph that
   /// captured the old address must be captured again.
-  const void* workspace() const noexcept { return workspace_.data(); }
+  const void* workspace() const noexcept override { return workspace_.data(); }
 
   /// out (B, T, C) and lse (B, H, T) from qkv (B, T, 3C), causal, scale 1/√hs.
   void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,
-               cudaStream_t stream) {
+               cudaStream_t stream) override {
     check_shape(B, T, C, H);
     auto& g = graph_for(false, B, T, C, H);
     std::unordered_map<std::int64_t, void*> pack = {
@@ -103,7 +105,7 @@ class cudnn_attention {
 
   /// dqkv (B, T, 3C) assigned from dout (B, T, C), with the forward's qkv, out and lse.
   void backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                const float* lse, int B, int T, int C, int H, cudaStream_t stream) {
+                const float* lse, int B, int T, int C, int H, cudaStream_t stream) override {
     check_shape(B, T, C, H);
     auto& g = graph_for(true, B, T, C, H);
     std::unordered_map<std::int64_t, void*> pack = {
@@ -125,11 +127,11 @@ class cudnn_attention {
 
   static void check_shape(int B, int T, int C, int H) {
     const char* name = "cudnn_attention";
-    require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
-    require(C % H == 0, name,
-            [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
+    cuda::require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
+    cuda::require(C % H == 0, name,
+                  [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
     const int hs = C / H;
-    require(hs % 8 == 0 && hs <= 256, name, [&] {
+    cuda::require(hs % 8 == 0 && hs <= 256, name, [&] {
       return "head size " + std::to_string(hs) + " (cuDNN needs a multiple of 8, at most 256)";
     });
   }
@@ -212,5 +214,18 @@ class cudnn_attention {
   std::map<key, graph_ptr> graphs_;
   cuda::device_buffer<std::byte> workspace_;
 };
+
+namespace cudnn_detail {
+
+// Registers the engine with gpt2_cuda when this header is compiled into the program. An inline
+// variable: one initialisation however many units include the header.
+inline const bool registered = [] {
+  cudnn_attention_factory() = [](bool deterministic) -> std::unique_ptr<attention_engine> {
+    return std::make_unique<cudnn_attention>(deterministic);
+  };
+  return true;
+}();
+
+}  // namespace cudnn_detail
 
 }  // namespace trainkit::model::kernels
