@@ -9,12 +9,17 @@
 # GPT-2 files; the component the CMake package has too, nothing beyond core's requirements);
 # option `mpi` adds trainkit::mpi (the MPI gradient reducer, linked against the system's MPI: MPI
 # implementations are chosen per cluster, so the recipe finds the one installed rather than
-# building one). The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
+# building one); options `nccl` and `cudnn` (with `cuda`) add trainkit::nccl (the NCCL gradient
+# reducer: libnccl from the CUDA toolkit or TRAINKIT_NCCL_ROOT) and trainkit::cudnn (the cuDNN
+# attention engine: libcudnn and NVRTC from the toolkit or TRAINKIT_CUDNN_ROOT, cudnn-frontend's
+# headers from PyPI's nvidia-cudnn-frontend or TRAINKIT_CUDNN_FRONTEND_ROOT), the components
+# trainkit's CMake package has. The bundled GPT-2 vocabulary (vocab/gpt2, OpenAI's files with their licence) is
 # packaged as share/trainkit/gpt2 and named by TRAINKIT_GPT2_VOCAB_DIR, the default of
 # tokenizer::resolve_vocab_dir, as the CMake package does. Eigen, Boost, nlohmann_json and
 # utf8proc are ordinary requirements, so a profile may take them from Conan Center or, as
 # conan/profiles/system does, from the system via [platform_requires].
 import os
+import subprocess
 
 from conan import ConanFile
 from conan.errors import ConanInvalidConfiguration
@@ -84,6 +89,29 @@ def _repo_root(recipe_folder):
     return recipe_folder
 
 
+def _cudnn_frontend_include():
+    """cudnn-frontend's headers: TRAINKIT_CUDNN_FRONTEND_ROOT/include, else the include/ folder
+    PyPI's nvidia-cudnn-frontend puts beside the packages of the python3 on PATH (Conan itself
+    usually runs from a virtual environment of its own, so its interpreter is not asked)."""
+    root = os.environ.get("TRAINKIT_CUDNN_FRONTEND_ROOT")
+    if root:
+        return os.path.join(root, "include")
+    try:
+        purelib = subprocess.run(
+            ["python3", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise ConanInvalidConfiguration(
+            "trainkit: cudnn=True: set TRAINKIT_CUDNN_FRONTEND_ROOT (python3 was not usable to "
+            f"find nvidia-cudnn-frontend's headers: {err})") from err
+    include = os.path.join(purelib, "include")
+    if not os.path.isfile(os.path.join(include, "cudnn_frontend.h")):
+        raise ConanInvalidConfiguration(
+            f"trainkit: cudnn=True: no cudnn_frontend.h in {include} (pip install "
+            "nvidia-cudnn-frontend, or set TRAINKIT_CUDNN_FRONTEND_ROOT)")
+    return include
+
+
 class TrainkitConan(ConanFile):
     name = "trainkit"
     description = ("Header-only C++20/CUDA framework for training GPT-style language models "
@@ -92,9 +120,10 @@ class TrainkitConan(ConanFile):
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
     options = {"cuda": [True, False], "openmp": [True, False], "tokenizer": [True, False],
-               "hf": [True, False], "mpi": [True, False]}
+               "hf": [True, False], "mpi": [True, False], "nccl": [True, False],
+               "cudnn": [True, False]}
     default_options = {"cuda": False, "openmp": True, "tokenizer": False, "hf": False,
-                       "mpi": False}
+                       "mpi": False, "nccl": False, "cudnn": False}
     no_copy_source = True
 
     def set_version(self):
@@ -125,6 +154,9 @@ class TrainkitConan(ConanFile):
         check_min_cppstd(self, 20)
         if self.settings.os == "Windows":
             raise ConanInvalidConfiguration("trainkit uses POSIX mmap and fsync: Linux/macOS only")
+        for part in ("nccl", "cudnn"):
+            if self.options.get_safe(part) and not self.options.cuda:
+                raise ConanInvalidConfiguration(f"trainkit: option {part}=True needs cuda=True")
 
     def package_id(self):
         # The same headers serve every setting and option; the options only change
@@ -182,6 +214,30 @@ class TrainkitConan(ConanFile):
             cuda_root = os.environ.get("CUDA_PATH") or os.environ.get("CUDA_HOME") or "/usr/local/cuda"
             cuda.includedirs = [os.path.join(cuda_root, "include")]
             cuda.libdirs = [os.path.join(cuda_root, "lib64")]
+
+            if self.options.nccl:
+                nccl = self.cpp_info.components["nccl"]
+                nccl.set_property("cmake_target_name", "trainkit::nccl")
+                nccl.requires = ["cuda"]
+                nccl.bindirs = []
+                nccl.system_libs = ["nccl"]
+                nccl_root = os.environ.get("TRAINKIT_NCCL_ROOT")
+                nccl.includedirs = [os.path.join(nccl_root, "include")] if nccl_root else []
+                nccl.libdirs = [os.path.join(nccl_root, "lib")] if nccl_root else []
+
+            if self.options.cudnn:
+                cudnn = self.cpp_info.components["cudnn"]
+                cudnn.set_property("cmake_target_name", "trainkit::cudnn")
+                cudnn.requires = ["cuda"]
+                cudnn.bindirs = []
+                cudnn.system_libs = ["cudnn", "nvrtc"]
+                cudnn.defines = ["TRAINKIT_HAS_CUDNN_FRONTEND=1"]
+                cudnn_root = os.environ.get("TRAINKIT_CUDNN_ROOT")
+                cudnn.includedirs = [_cudnn_frontend_include()]
+                cudnn.libdirs = []
+                if cudnn_root:
+                    cudnn.includedirs.append(os.path.join(cudnn_root, "include"))
+                    cudnn.libdirs.append(os.path.join(cudnn_root, "lib"))
 
         if self.options.tokenizer:
             tokenizer = self.cpp_info.components["tokenizer"]

@@ -46,13 +46,22 @@ for component in tokenizer hf mpi; do
   fi
 done
 
-# The cuda option adds the trainkit::cuda component. Generating its CMake files needs no CUDA,
-# so check them here on any machine: the component target and the CUDA libraries it links.
-"$conan" install --requires="trainkit/$version" -o 'trainkit/*:cuda=True' \
-  --profile:all conan/profiles/system -g CMakeDeps --output-folder "$work/cuda-deps" >/dev/null
-if ! grep -q 'trainkit::cuda' "$work"/cuda-deps/trainkit-Target-*.cmake ||
-   ! grep -q 'cublasLt' "$work"/cuda-deps/trainkit-*-data.cmake; then
-  echo "conan: the cuda option did not produce trainkit::cuda linking cublasLt" >&2
-  exit 1
+# The cuda option adds the trainkit::cuda component, nccl and cudnn add trainkit::nccl and
+# trainkit::cudnn. Generating their CMake files needs no CUDA, so check them here on any machine:
+# the component targets and the libraries they link (cudnn also needs cudnn-frontend's headers,
+# from PyPI, checked only where they are installed).
+cuda_opts=(-o 'trainkit/*:cuda=True' -o 'trainkit/*:nccl=True')
+expect=(trainkit::cuda cublasLt trainkit::nccl nccl)
+if python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["purelib"], "include", "cudnn_frontend.h")))' 2>/dev/null; then
+  cuda_opts+=(-o 'trainkit/*:cudnn=True')
+  expect+=(trainkit::cudnn cudnn nvrtc TRAINKIT_HAS_CUDNN_FRONTEND)
 fi
-echo "conan: trainkit/$version created and tested (tokenizer, hf and mpi components included); cuda component checked (${SECONDS}s)"
+"$conan" install --requires="trainkit/$version" "${cuda_opts[@]}" \
+  --profile:all conan/profiles/system -g CMakeDeps --output-folder "$work/cuda-deps" >/dev/null
+for word in "${expect[@]}"; do
+  if ! cat "$work"/cuda-deps/trainkit-*.cmake | grep -q -- "$word"; then
+    echo "conan: the options ${cuda_opts[*]} produced no '$word' in trainkit's CMake files" >&2
+    exit 1
+  fi
+done
+echo "conan: trainkit/$version created and tested (tokenizer, hf and mpi components included); CUDA components checked: ${expect[*]} (${SECONDS}s)"

@@ -13,8 +13,14 @@ function(run_step what)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
+foreach(part NCCL CUDNN)  # the cuda consumer's optional components
+  if(NOT DEFINED ${part})
+    set(${part} OFF)
+  endif()
+endforeach()
 set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
-    -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF} -DCONSUMER_MPI=${MPI})
+    -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF} -DCONSUMER_MPI=${MPI}
+    -DCONSUMER_NCCL=${NCCL} -DCONSUMER_CUDNN=${CUDNN})
 if(NOT DEFINED CUDA)
   set(CUDA OFF)  # ON: install trainkit with its CUDA component (the cuda consumer needs it)
 endif()
