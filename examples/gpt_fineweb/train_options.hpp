@@ -123,6 +123,10 @@ struct train_options {
       throw trainkit::config_error("--sample-every must be >= 0: " + std::to_string(sample_every));
     if (sample_every > 0 && sample == 0)
       throw trainkit::config_error("--sample-every needs --sample N (tokens per sample)");
+    if (sample_every > 0 && device != "cpu")
+      throw trainkit::config_error(
+          "--sample-every: samples during training need --device cpu for now; "
+          "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
     if (hellaswag_every < 0)
       throw trainkit::config_error("--hellaswag-every must be >= 0: " +
                                    std::to_string(hellaswag_every));
