@@ -1,7 +1,7 @@
 // train_cuda.cu — gpt_fineweb's `--device cuda`: train_driver.hpp's driver with the CUDA device
 // policy,
 //
-//   trainer<mmap_token_source, prefetch::pinned<4>, gpt2_cuda, adamw_cuda, Checkpointer>
+//   trainer<mmap_token_source, prefetch::pinned<4>, gpt2_cuda, adamw_cuda, Checkpointer[, Reducer]>
 //
 // with Checkpointer by --ckpt-mode: none (no_checkpoint), sync (sync_checkpointer behind
 // host_staged_checkpointer, which copies device tensors to pinned memory before each write and
@@ -9,8 +9,10 @@
 // side stream, written on a Boost.Asio thread; the stager orders its copies after the trainer's
 // compute stream, and the next update waits for the snapshot on the device, not on the host).
 // --init-from and --export read and write llm.c model files (llmc_file.hpp's span functions).
-// Compiled by nvcc: nothing here may include Eigen (gpt2_cpu.hpp). Library errors propagate to
-// main.cpp, which turns them into one line and exit code 2.
+// `--reducer nccl` (built where CMake found NCCL and MPI) runs one rank per GPU under mpirun,
+// NCCL's unique id broadcast over MPI. Compiled by nvcc: nothing here may include Eigen
+// (gpt2_cpu.hpp). Library errors propagate to main.cpp, which turns them into one line and exit
+// code 2.
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -34,6 +36,16 @@
 
 #include "train_cuda.hpp"
 #include "train_driver.hpp"
+
+// ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
+#if defined(TRAINKIT_HAS_NCCL)
+#include <trainkit/reduce/mpi_session.hpp>
+#include <trainkit/reduce/nccl_allreduce.hpp>
+#include <trainkit/reduce/nccl_mpi.hpp>
+
+#include "mpi_launch.hpp"
+#endif
+// ---- end data parallelism ----
 
 namespace tk = trainkit;
 
@@ -137,9 +149,52 @@ struct cuda_device {
 };
 static_assert(device_policy<cuda_device>);
 
+// ---- data parallelism on GPUs: --reducer nccl ----
+#if defined(TRAINKIT_HAS_NCCL)
+/// Makes the GPU of this rank's node-local rank current (one rank per GPU), before the model,
+/// the prefetcher's pinned ring and the communicator are made on it.
+void select_rank_gpu(const mpi_ranks& ranks) {
+  const int local = node_local_rank(), gpus = tk::cuda::device_count();
+  if (local >= gpus)
+    throw tk::config_error("--reducer nccl: rank " + std::to_string(ranks.rank) + " is rank " +
+                           std::to_string(local) + " on its node, which has " +
+                           std::to_string(gpus) +
+                           " CUDA devices (one rank per GPU: start at most that many per node)");
+  TRAINKIT_CUDA_CHECK(cudaSetDevice(local));
+}
+
+/// One rank of `mpirun -np N gpt_fineweb --device cuda --reducer nccl ...` (mpi_launch.hpp):
+/// every rank checks the flags and opens its slice of the data first (phase 1, no device), then
+/// takes its GPU and joins the NCCL clique. Never run on a GPU yet.
+int run_train_nccl(const train_options& o) {
+  tk::reduce::mpi_session mpi;
+  return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
+    train_driver driver(o, cuda_device(o), ranks.rank, ranks.ranks);
+    std::optional<tk::reduce::nccl_communicator> comm;  // outlives the trainer's reducer
+    return driver.run<tk::optim::adamw_cuda>(
+        [&] {
+          select_rank_gpu(ranks);
+          comm.emplace(tk::reduce::nccl_communicator_from_mpi());
+          return tk::reduce::nccl_allreduce(*comm);
+        },
+        ranks);
+  });
+}
+#else
+int run_train_nccl(const train_options& o) {
+  // The flags first, as a build with NCCL would check them.
+  train_driver driver(o, cuda_device(o));
+  throw tk::config_error(
+      "--reducer nccl: this build has no NCCL reducer (it needs NCCL and MPI: CMake did not "
+      "find both, or TRAINKIT_NCCL / TRAINKIT_MPI / TRAINKIT_GPT_FINEWEB_NCCL was OFF)");
+}
+#endif
+// ---- end data parallelism ----
+
 }  // namespace
 
 int run_train_cuda(const train_options& o) {
+  if (o.reducer == "nccl") return run_train_nccl(o);
   return train_driver(o, cuda_device(o)).run();
 }
 

@@ -4,7 +4,7 @@
 # on this machine without a GPU as on one with. A flag a device cannot honour is refused naming
 # that flag. Then a correct --device cuda run: without a GPU, "no CUDA device found" (exit 2);
 # with one, it trains (exit 0). Built only where gpt_fineweb has the CUDA composition.
-# -DEXE=gpt_fineweb -DWORK=scratch dir
+# -DEXE=gpt_fineweb -DWORK=scratch dir -DNCCL=ON|OFF (--reducer nccl built in)
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -45,6 +45,7 @@ expect_same(".*no-such-dir/\\*\\.bin.*" --data ${WORK}/no-such-dir/*.bin)
 set(quick --steps 1 --eval-every 0 --no-progress)
 expect_exit(2 "^gpt_fineweb: error: --attention flash needs --device cuda" --attention flash
             ${quick})
+expect_exit(2 "^gpt_fineweb: error: --reducer nccl .*needs --device cuda" --reducer nccl ${quick})
 expect_exit(2 "^gpt_fineweb: error: --reducer mpi .*needs --device cpu" --device cuda --reducer mpi
             ${quick})
 expect_exit(2 "^gpt_fineweb: error: --sample-every: .*--device cpu" --device cuda --sample 4
@@ -52,17 +53,34 @@ expect_exit(2 "^gpt_fineweb: error: --sample-every: .*--device cpu" --device cud
 expect_exit(2 "^gpt_fineweb: error: --export-hf needs --device cpu" --device cuda
             --export-hf ${WORK}/hf ${quick})
 
-# A correct run: no GPU here ends cleanly naming --device; a GPU trains.
-execute_process(COMMAND ${EXE} --device cuda ${quick} WORKING_DIRECTORY ${WORK}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-string(STRIP "${err}" err)
-if(rc EQUAL 2)
-  if(NOT err STREQUAL "gpt_fineweb: error: --device cuda: no CUDA device found")
-    string(APPEND failures "--device cuda: exit 2 with '${err}'\n")
-  endif()
-elseif(NOT rc EQUAL 0)
-  string(APPEND failures "--device cuda: exit ${rc}\n${err}\n")
+# --reducer nccl checks the flags on every rank before any rank takes its GPU (here one rank,
+# MPI started without mpirun).
+if(NCCL)
+  expect_exit(2 "^gpt_fineweb: error: --ckpt-mode sync needs --ckpt-dir DIR$" --device cuda
+              --reducer nccl --ckpt-mode sync ${quick})
+  expect_exit(2 "^gpt_fineweb: error: --grad-clip must be finite and >= 0 \\(0 = off\\): -1$"
+              --device cuda --reducer nccl --grad-clip -1 ${quick})
 endif()
+
+# A correct run: no GPU here ends cleanly naming --device; a GPU trains.
+foreach(reducer single nccl)
+  if(reducer STREQUAL "nccl" AND NOT NCCL)
+    expect_exit(2 "^gpt_fineweb: error: --reducer nccl: this build has no NCCL" --device cuda
+                --reducer nccl ${quick})
+    continue()
+  endif()
+  execute_process(COMMAND ${EXE} --device cuda --reducer ${reducer} ${quick}
+                  WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(STRIP "${err}" err)
+  if(rc EQUAL 2)
+    if(NOT err STREQUAL "gpt_fineweb: error: --device cuda: no CUDA device found")
+      string(APPEND failures "--device cuda --reducer ${reducer}: exit 2 with '${err}'\n")
+    endif()
+  elseif(NOT rc EQUAL 0)
+    string(APPEND failures "--device cuda --reducer ${reducer}: exit ${rc}\n${err}\n")
+  endif()
+endforeach()
 
 if(failures)
   message(FATAL_ERROR "gpt_fineweb devices:\n${failures}")
