@@ -3,30 +3,27 @@
 // convert model files to and from Hugging Face folders (`export-hf`, `import-hf`, hf_commands.hpp),
 // and score a model on HellaSwag (`eval`, eval_command.hpp).
 //
-// Library code throws; this program turns a trainkit::config_error / format_error / io_error (a
-// bad flag, a bad or unreadable file) into one line on stderr and exit code 2. The
-// composition is the CPU reference one (issue: CUDA policies arrive with --device cuda).
+// Training is train_driver.hpp's, for both devices: this file gives it the CPU device policy
+// (gpt2_cpu, adamw_cpu, the threaded prefetcher) and launches the CPU reducers under mpirun;
+// train_cuda.cu gives it the CUDA one. Library code throws; this program turns a
+// trainkit::config_error / format_error / io_error (a bad flag, a bad or unreadable file) into
+// one line on stderr and exit code 2.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <csignal>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
-#include <trainkit/data/default_corpus.hpp>
-#include <trainkit/model/sampling.hpp>
 #include <trainkit/report/chart.hpp>
 #include <trainkit/report/metrics_reader.hpp>
-#include <trainkit/tokenizer/gpt2_tokenizer.hpp>
-#include <trainkit/tokenizer/vocab_files.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include "eval_command.hpp"
@@ -34,6 +31,8 @@
 #include "hellaswag_log.hpp"
 #include "hf_commands.hpp"
 #include "prepare.hpp"
+#include "sampler.hpp"
+#include "train_driver.hpp"
 #include "train_options.hpp"
 #include "verify.hpp"
 #if defined(TRAINKIT_HAS_CUDA)
@@ -50,6 +49,8 @@
 #include <trainkit/reduce/mpi_allreduce.hpp>
 #include <trainkit/reduce/mpi_session.hpp>
 #include <trainkit/reduce/mpi_zero1.hpp>
+
+#include "mpi_launch.hpp"
 #endif
 // ---- end data parallelism ----
 
@@ -57,51 +58,6 @@ namespace tk = trainkit;
 namespace fs = std::filesystem;
 
 namespace gpt_fineweb {
-
-/// Writes the embedded corpus as llm.c shards in a fresh temporary directory, so the run with no
-/// --data goes through the same mmap'd-shard path as a real one.
-inline fs::path write_default_corpus() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("trainkit-default-corpus-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
-  tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
-  return dir;
-}
-
-/// Samples text from a trained model: the tokenizer, the prompt's tokens and the settings.
-struct sampler {
-  tk::tokenizer::gpt2_tokenizer tokenizer;
-  std::vector<std::int32_t>
-      prompt;  // <|endoftext|> then the --prompt text, as GPT-2 starts a document
-  tk::model::sampling_config settings;
-  int length = 0;
-
-  static sampler from_options(const train_options& o) {
-    sampler s{
-        tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(o.vocab)),
-        {},
-        {float(o.temperature), o.top_k, o.seed},
-        o.sample};
-    s.settings.validate();
-    s.prompt.push_back(std::int32_t(s.tokenizer.eot_token()));
-    for (auto id : s.tokenizer.encode(o.prompt)) s.prompt.push_back(std::int32_t(id));
-    return s;
-  }
-
-  /// The prompt and its sampled continuation, decoded (a seed per call keeps samples different).
-  template <class Model>
-  std::string operator()(Model& model, std::uint64_t seed_offset = 0) const {
-    auto cfg = settings;
-    cfg.seed += seed_offset;
-    const auto out = tk::model::generate(model, prompt, length, cfg);
-    std::vector<std::uint32_t> ids(prompt.begin() + 1, prompt.end());
-    for (auto t : out) ids.push_back(std::uint32_t(t));
-    return tokenizer.decode(std::span<const std::uint32_t>(ids));
-  }
-};
 
 /// The CPU model --init-from (an llm.c file) or --init-from-hf (a Hugging Face folder) names;
 /// empty when neither is given.
@@ -136,218 +92,68 @@ int run_sample(const train_options& o) {
   return 0;
 }
 
-/// Removes the temporary corpus directory on every exit path.
-struct scoped_dir {
-  fs::path path;
-  ~scoped_dir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
+/// --device cpu, the reference composition:
+///   trainer<mmap_token_source, prefetch::threaded<4>, gpt2_cpu, adamw_cpu, Checkpointer>
+/// with Checkpointer by --ckpt-mode: no_checkpoint, sync_checkpointer or asio_checkpointer
+/// (train_driver.hpp's device_policy).
+struct cpu_device {
+  using model_type = tk::model::gpt2_cpu;
+  using optimizer_type = tk::optim::adamw_cpu;
+  using prefetch_recipe = tk::prefetch::threaded<4>;
+  static constexpr std::string_view name = "cpu";
+
+  std::optional<tk::model::gpt2_cpu> from_file;  // --init-from / --init-from-hf, read in phase 1
+
+  tk::model::gpt2_config model_config(const train_options& o) {
+    from_file = model_from_file(o);
+    return from_file ? tk::model::gpt2_config(from_file->config())
+                     : tk::model::gpt2_config::preset(o.model);
+  }
+  void check_device() const noexcept {}
+  model_type make_model(const train_options& o, const tk::model::gpt2_config& cfg) {
+    if (!from_file) return model_type(cfg, o.seed);
+    model_type m = std::move(*from_file);
+    from_file.reset();
+    return m;
+  }
+  void configure(tk::trainer_config& tc, const model_type&) const { tc.device_name = "cpu"; }
+  std::string describe(const model_type&) const { return {}; }
+  tk::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {
+    return tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});
+  }
+  tk::checkpoint::asio_checkpointer async_checkpointer(const train_options& o) const {
+    return tk::checkpoint::asio_checkpointer(
+        {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal});
+  }
+  template <class Trainer>
+  void bind(Trainer&) const noexcept {}
+  void after_run(const model_type&, std::ostream&) const noexcept {}
+  void export_model(const train_options& o, const model_type& model, std::ostream& out) const {
+    if (!o.export_hf.empty())
+      export_hf_after_training(o.export_hf, o.export_hf_dtype, o.vocab, model, out);
+    if (!o.export_path.empty()) {
+      tk::model::save_llmc_model(o.export_path, model);
+      out << "exported llm.c model file " << o.export_path << "\n";
+    }
   }
 };
-
-/// The end-of-run chart: --chart, or <metrics>.svg beside --metrics. It is drawn from the
-/// metrics file when there is one, so a resumed run's chart shows the whole run.
-inline void write_run_chart(const train_options& o, const std::vector<tk::step_metrics>& steps) {
-  fs::path chart = o.chart;
-  if (chart.empty() && !o.metrics.empty()) chart = fs::path(o.metrics).replace_extension(".svg");
-  if (chart.empty()) return;
-  const std::string title = "gpt_fineweb " + o.model + " (" + o.device + ")";
-  if (!o.metrics.empty()) {
-    const auto file = tk::read_metrics_jsonl(o.metrics);
-    tk::write_chart_svg(chart, file.steps, {.title = title});
-  } else {
-    tk::write_chart_svg(chart, steps, {.title = title});
-  }
-  std::cout << "chart: " << chart.string() << "\n";
-}
-
-/// Rank r of a data-parallel run prints nothing on stdout (rank 0 speaks for all); stderr stays.
-struct mute_stdout_unless_rank_zero {
-  bool muted;
-  explicit mute_stdout_unless_rank_zero(int rank) : muted(rank != 0) {
-    if (muted) std::cout.setstate(std::ios::badbit);
-  }
-  ~mute_stdout_unless_rank_zero() {
-    if (muted) std::cout.clear();
-  }
-};
-
-template <class Checkpointer, class Reducer = tk::reduce::single,
-          class Optimizer = tk::optim::adamw_cpu>
-int train_with(const train_options& o, Checkpointer checkpointer, Reducer reducer = {}) {
-  using cpu_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<4>,
-                                  tk::model::gpt2_cpu, Optimizer, Checkpointer, Reducer>;
-  // ---- data parallelism: rank r reads its slice of every round of batches ----
-  const int rank = reducer.rank(), ranks = reducer.world_size();
-  const mute_stdout_unless_rank_zero mute(rank);
-  // ---- end data parallelism ----
-  scoped_dir default_corpus;
-  std::string data = o.data, val = o.val;
-  if (data.empty()) {
-    default_corpus.path = write_default_corpus();
-    data = (default_corpus.path / "default_train_*.bin").string();
-    if (val.empty()) val = (default_corpus.path / "default_val_*.bin").string();
-    std::cout << "no --data given: training on the embedded corpus ("
-              << std::size(tk::data::default_corpus_tokens)
-              << " tokens of Python documentation text)\n";
-  }
-
-  // The model: from an llm.c file (--init-from), a Hugging Face folder (--init-from-hf) or
-  // freshly initialised from a preset.
-  std::optional<tk::model::gpt2_cpu> model = model_from_file(o);
-  if (!model) model.emplace(tk::model::gpt2_config::preset(o.model), o.seed);
-  const auto& mc = model->config();
-  if (o.seq > mc.max_seq_len)
-    throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
-                           std::to_string(mc.max_seq_len));
-
-  tk::data::mmap_source_config train_cfg{data,
-                                         o.batch,
-                                         o.seq,
-                                         mc.vocab_size,
-                                         tk::data::parse_order(o.order),
-                                         o.seed,
-                                         o.layout_of(o.data),
-                                         rank,
-                                         ranks};
-  std::optional<tk::data::mmap_token_source> val_source;
-  if (!val.empty())
-    val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
-                                                    tk::data::order_kind::sequential, 0,
-                                                    o.layout_of(o.val), rank, ranks});
-
-  tk::trainer_config tc = make_trainer_config(o, mc.to_string());
-  tc.device_name = "cpu";
-  const tk::optim::adamw_config ac = make_adamw_config(o);
-
-  std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters\n";
-  cpu_trainer t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
-                std::move(*model), ac, std::move(checkpointer), std::move(reducer));
-  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
-            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
-            << " steps\n";
-  if (ranks > 1)
-    std::cout << ranks << " ranks (--reducer " << o.reducer << ") | optimizer state "
-              << tk::detail::format("%.2f", double(t.optimizer().state_bytes()) / (1 << 20))
-              << " MiB per rank\n";
-  // Samples and HellaSwag come from rank 0 alone (every rank holds the same weights).
-  std::optional<sampler> samples;
-  if (o.sample_every > 0 && rank == 0) samples.emplace(sampler::from_options(o));
-  std::optional<hellaswag_scorer> hellaswag;
-  std::optional<std::ofstream> hellaswag_log;  // <metrics stem>.hellaswag.jsonl beside --metrics
-  std::optional<tk::tensorboard_writer> hellaswag_tb;  // <--tensorboard>/hellaswag/
-  std::vector<hellaswag_point> hellaswag_points;       // this run's, for the report
-  auto score_hellaswag = [&](std::uint64_t step) {
-    const auto r = (*hellaswag)(t.model());
-    std::cout << "hellaswag at step " << step << ": " << format_hellaswag(r) << "\n";
-    const hellaswag_point p = hellaswag_point_of(step, r);
-    hellaswag_points.push_back(p);
-    if (hellaswag_log) {
-      *hellaswag_log << hellaswag_log_line(p) << "\n" << std::flush;
-      if (!*hellaswag_log) throw tk::io_error("writing the HellaSwag log beside " + o.metrics);
-    }
-    if (hellaswag_tb)
-      hellaswag_tb->write_scalars(
-          std::int64_t(step),
-          {{"eval/hellaswag_acc", float(p.acc)}, {"eval/hellaswag_acc_norm", float(p.acc_norm)}});
-  };
-  if (o.hellaswag_every > 0 && rank == 0) {
-    hellaswag.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
-    if (!o.metrics.empty()) {
-      const fs::path path = hellaswag_log_path(o.metrics);
-      hellaswag_log.emplace(path, std::ios::app);
-      if (!*hellaswag_log) throw tk::io_error("cannot open " + path.string() + " for writing");
-    }
-    // A folder of its own: TensorBoard shows it as a run beside the training run's scalars, and
-    // its reader never has two event files of one run growing at once.
-    if (!o.tensorboard.empty()) hellaswag_tb.emplace(fs::path(o.tensorboard) / "hellaswag");
-  }
-  if (samples || hellaswag) {
-    t.on_step([&](const tk::step_metrics& m) {
-      if (samples && m.step % std::uint64_t(o.sample_every) == 0)
-        std::cout << "---- sample at step " << m.step << " ----\n"
-                  << (*samples)(t.model(), m.step) << "\n----\n";
-      if (hellaswag && m.step % std::uint64_t(o.hellaswag_every) == 0) score_hellaswag(m.step);
-      return true;
-    });
-  }
-  const auto result = t.run();
-  // The last step was scored by the callback when it is a multiple of K.
-  if (hellaswag && !result.steps.empty() &&
-      result.last_step % std::uint64_t(o.hellaswag_every) != 0)
-    score_hellaswag(result.last_step);
-  if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
-  if (!result.steps.empty()) {
-    std::cout << "---- report ----\n" << tk::format_summary(result.summary);
-    if (!std::isnan(result.final_val_loss))
-      std::printf("final val loss %.4f\n", result.final_val_loss);
-    if (!hellaswag_points.empty()) std::cout << format_hellaswag_log(hellaswag_points);
-    if (rank == 0) write_run_chart(o, result.steps);
-  }
-  if (!o.export_hf.empty() && rank == 0)
-    export_hf_after_training(o.export_hf, o.export_hf_dtype, o.vocab, t.model(), std::cout);
-  if (!o.export_path.empty() && rank == 0) {
-    tk::model::save_llmc_model(o.export_path, t.model());
-    std::cout << "exported llm.c model file " << o.export_path << "\n";
-  }
-  return 0;
-}
+static_assert(device_policy<cpu_device>);
+static_assert(reports_state_bytes<tk::optim::adamw_cpu>, "the ranks line reports it");
 
 // ---- data parallelism: --reducer mpi ----
 #if defined(TRAINKIT_HAS_MPI)
-/// The kind of failure, as main() words it.
-inline const char* failure_kind(const std::exception& e) {
-  if (dynamic_cast<const tk::io_error*>(&e)) return "I/O error: ";
-  if (dynamic_cast<const tk::config_error*>(&e) || dynamic_cast<const tk::format_error*>(&e))
-    return "error: ";
-  return "fatal: ";
-}
-
-/// One rank of `mpirun -np N gpt_fineweb --reducer mpi ...`. Every rank trains on its slice of
-/// each global batch; rank 0 writes the console, metrics, TensorBoard, checkpoints and exports.
-/// An exception on any rank is printed with the rank and ends the whole job with MPI_Abort:
-/// the other ranks would otherwise wait forever in their next collective.
+/// One rank of `mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1 ...` (mpi_launch.hpp). Every
+/// rank trains on its slice of each global batch; rank 0 writes the console, metrics,
+/// TensorBoard, checkpoints and exports.
 int run_train_mpi(const train_options& o) {
   tk::reduce::mpi_session mpi;
-  const int rank = mpi.world_rank(), ranks = mpi.world_size();
-  // mpirun passes SIGUSR1 on to every rank (a SIGTERM to mpirun ends the ranks before a final
-  // checkpoint): here it is a stop request like SIGTERM to one rank.
-  std::signal(SIGUSR1, [](int sig) { tk::request_stop(sig); });
-  try {
+  return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
+    train_driver driver(o, cpu_device{}, ranks.rank, ranks.ranks);
     if (o.reducer == "mpi-zero1")  // ZeRO-1; train_options::validate refuses checkpoints
-      return train_with<tk::checkpoint::no_checkpoint, tk::reduce::mpi_zero1,
-                        tk::optim::zero1_adamw_cpu>(o, {}, tk::reduce::mpi_zero1{});
-    tk::reduce::mpi_allreduce reducer;
-    // Constructing a checkpointer removes crashed saves' temporaries: rank 0 first, alone.
-    auto rank_zero_first = [&](auto make) {
-      if (rank != 0) tk::reduce::detail::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-      auto c = make();
-      if (rank == 0) tk::reduce::detail::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-      return c;
-    };
-    if (o.ckpt_mode == "none")
-      return train_with(o, tk::checkpoint::no_checkpoint{}, std::move(reducer));
-    if (o.ckpt_dir.empty())
-      throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
-    if (o.ckpt_mode == "sync")
-      return train_with(o, rank_zero_first([&] {
-                          return tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});
-                        }),
-                        std::move(reducer));
-    return train_with(
-        o, rank_zero_first([&] {
-          return tk::checkpoint::asio_checkpointer(
-              {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal});
-        }),
-        std::move(reducer));
-  } catch (const std::exception& e) {
-    if (ranks == 1) throw;  // main() reports it, and MPI finalises normally
-    std::cerr << "gpt_fineweb: rank " << rank << " of " << ranks << ": " << failure_kind(e)
-              << e.what() << "\n"
-              << std::flush;
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    throw;  // not reached: MPI_Abort ends the process
-  }
+      return driver.run_with<tk::optim::zero1_adamw_cpu>(tk::checkpoint::no_checkpoint{},
+                                                         [] { return tk::reduce::mpi_zero1{}; });
+    return driver.run<tk::optim::adamw_cpu>([] { return tk::reduce::mpi_allreduce{}; }, ranks);
+  });
 }
 #else
 inline int run_train_mpi(const train_options&) {
@@ -365,33 +171,17 @@ int run_train(const train_options& o) {
 #endif
   // Sampling runs the CPU model (gpt2_cuda has no forward_logits yet), also after a CUDA run.
   if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
-  if (o.device == "cuda" && o.sample_every > 0)
-    throw tk::config_error(
-        "--sample-every: samples during training need --device cpu for now; "
-        "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
   if (o.device == "cuda") {
 #if defined(TRAINKIT_HAS_CUDA)
-    const int rc = run_train_cuda(o);                           // train_cuda.cu
-    if (rc == 0 && !o.metrics.empty()) write_run_chart(o, {});  // the chart reads the metrics file
-    return rc;
+    return run_train_cuda(o);  // train_cuda.cu: the same driver with the CUDA device policy
 #else
     throw tk::config_error(
         "--device cuda: this build has no CUDA support (nvcc was not found "
         "when it was configured)");
 #endif
   }
-  if (o.sample > 0 && o.sample_every == 0) return run_sample(o);
   if (o.reducer != "single") return run_train_mpi(o);  // data parallelism
-  if (o.ckpt_mode == "none") return train_with(o, tk::checkpoint::no_checkpoint{});
-  if (o.ckpt_dir.empty())
-    throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
-  if (o.ckpt_mode == "sync")
-    return train_with(o, tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep}));
-  // async: saves snapshot the state and write it on a background thread; run() waits for the
-  // last one before it returns, also after SIGINT/SIGTERM.
-  return train_with(
-      o, tk::checkpoint::asio_checkpointer(
-             {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}));
+  return train_driver(o, cpu_device{}).run();
 }
 
 /// `gpt_fineweb report METRICS.jsonl [--svg FILE]`: the end-of-run report for any metrics file,

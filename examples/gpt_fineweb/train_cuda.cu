@@ -1,90 +1,66 @@
-// train_cuda.cu — gpt_fineweb's `--device cuda` composition:
+// train_cuda.cu — gpt_fineweb's `--device cuda`: train_driver.hpp's driver with the CUDA device
+// policy,
 //
-//   trainer<mmap_token_source, prefetch::pinned<4>, gpt2_cuda, adamw_cuda, Checkpointer>
+//   trainer<mmap_token_source, prefetch::pinned<4>, gpt2_cuda, adamw_cuda, Checkpointer[, Reducer]>
 //
 // with Checkpointer by --ckpt-mode: none (no_checkpoint), sync (sync_checkpointer behind
 // host_staged_checkpointer, which copies device tensors to pinned memory before each write and
 // back after a resume) or async (basic_asio_checkpointer<cuda_stager>: device→pinned copies on a
-// side stream, written on a Boost.Asio thread; the trainer's compute stream is guarded so the next
-// update waits for the snapshot on the device, not on the host). --init-from and --export read and
-// write llm.c model files (llmc_file.hpp's span functions). Library errors propagate to main.cpp,
-// which turns them into one line and exit code 2.
-#include <unistd.h>
-
+// side stream, written on a Boost.Asio thread; the stager orders its copies after the trainer's
+// compute stream, and the next update waits for the snapshot on the device, not on the host).
+// --init-from and --export read and write llm.c model files (llmc_file.hpp's span functions).
+// `--reducer nccl` (built where CMake found NCCL and MPI) runs one rank per GPU under mpirun,
+// NCCL's unique id broadcast over MPI. Compiled by nvcc: nothing here may include Eigen
+// (gpt2_cpu.hpp). Library errors propagate to main.cpp, which turns them into one line and exit
+// code 2.
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
 #include <trainkit/checkpoint/cuda_stager.hpp>
 #include <trainkit/checkpoint/host_staged_checkpointer.hpp>
-#include <trainkit/checkpoint/no_checkpoint.hpp>
 #include <trainkit/checkpoint/sync_checkpointer.hpp>
+#include <trainkit/core/cuda/check.hpp>
 #include <trainkit/core/cuda/device.hpp>
-#include <trainkit/data/default_corpus.hpp>
-#include <trainkit/data/mmap_token_source.hpp>
-#include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/gpt2_cuda.hpp>
 #include <trainkit/model/llmc_file.hpp>
 #include <trainkit/optim/adamw_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
-#include <trainkit/trainer/report.hpp>
-#include <trainkit/trainer/trainer.hpp>
 
 #include "train_cuda.hpp"
+#include "train_driver.hpp"
+
+// ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
+#if defined(TRAINKIT_HAS_NCCL)
+#include <trainkit/reduce/mpi_session.hpp>
+#include <trainkit/reduce/nccl_allreduce.hpp>
+#include <trainkit/reduce/nccl_mpi.hpp>
+
+#include "mpi_launch.hpp"
+#endif
+// ---- end data parallelism ----
 
 namespace tk = trainkit;
-namespace fs = std::filesystem;
 
 static_assert(tk::optim::optimizer_for<tk::optim::adamw_cuda, tk::model::gpt2_cuda>);
 
 namespace gpt_fineweb {
 namespace {
 
-/// The embedded corpus as llm.c shards in a fresh temporary directory, removed on every exit path
-/// (the same files main.cpp writes for the CPU composition).
-struct cuda_default_corpus {
-  fs::path dir;
-  cuda_default_corpus() {
-    dir =
-        fs::temp_directory_path() / ("trainkit-default-corpus-cuda-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                          std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
-    tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                          std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
-  }
-  cuda_default_corpus(const cuda_default_corpus&) = delete;
-  cuda_default_corpus& operator=(const cuda_default_corpus&) = delete;
-  ~cuda_default_corpus() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
+using cuda_async_checkpointer =
+    tk::checkpoint::basic_asio_checkpointer<tk::checkpoint::cuda_stager>;
+static_assert(tk::checkpoint::defers_snapshot<cuda_async_checkpointer>,
+              "the trainer must call before_update so the update waits for the snapshot");
 
-template <class Checkpointer>
-using cuda_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinned<4>,
-                                 tk::model::gpt2_cuda, tk::optim::adamw_cuda, Checkpointer>;
-
-/// Builds and runs the trainer; `prepare(trainer&)` runs once it exists (stream guards).
-template <class Checkpointer, class Prepare>
-int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare prepare) {
-  std::optional<cuda_default_corpus> corpus;
-  std::string data = o.data, val = o.val;
-  if (data.empty()) {
-    corpus.emplace();
-    data = (corpus->dir / "default_train_*.bin").string();
-    if (val.empty()) val = (corpus->dir / "default_val_*.bin").string();
-    std::cout << "no --data given: training on the embedded corpus ("
-              << std::size(tk::data::default_corpus_tokens)
-              << " tokens of Python documentation text)\n";
-  }
-
+/// The model's options from the flags, checked without touching the device.
+tk::model::gpt2_cuda_options cuda_model_options(const train_options& o) {
   tk::model::gpt2_cuda_options mo;
   // Bit-reproducible kernels everywhere except flash attention, whose backward adds dQ with fp32
   // atomics (the model refuses flash with deterministic set).
@@ -105,92 +81,121 @@ int train_cuda_with(const train_options& o, Checkpointer checkpointer, Prepare p
   mo.cuda_graph = o.cuda_graph;
   mo.batch_size = o.batch;  // size the activation arena once, up front
   mo.seq_len = o.seq;
-  std::optional<tk::model::gpt2_cuda> model;
-  if (!o.init_from.empty()) {
-    const tk::model::gpt2_config file_cfg = tk::model::read_llmc_header(o.init_from);
-    std::vector<float> params(file_cfg.num_parameters());
-    tk::model::read_llmc_parameters<float>(o.init_from, file_cfg, std::span<float>(params));
-    model.emplace(file_cfg, std::span<const float>(params), mo);
-  } else {
-    model.emplace(tk::model::gpt2_config::preset(o.model), o.seed, mo);
-  }
-  const tk::model::gpt2_config mc = model->config();
-  if (o.seq > mc.max_seq_len)
-    throw tk::config_error("--seq " + std::to_string(o.seq) + " exceeds the model's max_seq_len " +
-                           std::to_string(mc.max_seq_len));
-
-  tk::data::mmap_source_config train_cfg{data,
-                                         o.batch,
-                                         o.seq,
-                                         mc.vocab_size,
-                                         tk::data::parse_order(o.order),
-                                         o.seed,
-                                         o.layout_of(o.data)};
-  std::optional<tk::data::mmap_token_source> val_source;
-  if (!val.empty())
-    val_source.emplace(tk::data::mmap_source_config{val, o.batch, o.seq, mc.vocab_size,
-                                                    tk::data::order_kind::sequential, 0,
-                                                    o.layout_of(o.val)});
-
-  tk::trainer_config tc = make_trainer_config(o, mc.to_string());
-  tc.device_name = model->device_name();
-  tc.dtype = tk::compute_dtype::bf16;
-  tc.meta["device"] = "cuda";
-  const tk::optim::adamw_config ac = make_adamw_config(o);
-
-  std::cout << "model " << mc.to_string() << " | " << model->num_parameters() << " parameters | "
-            << model->device_name() << " | " << model->memory_report().to_string() << "\n";
-  cuda_trainer<Checkpointer> t(tc, tk::data::mmap_token_source(train_cfg), std::move(val_source),
-                               std::move(*model), ac, std::move(checkpointer));
-  prepare(t);
-  std::cout << "batch " << o.batch << "x" << o.seq << " | grad accumulation "
-            << t.grad_accum_steps() << " | " << t.tokens_per_step() << " tokens/step | " << o.steps
-            << " steps\n";
-  const auto result = t.run();
-  if (result.stopped) std::cout << "stopped by signal at step " << result.last_step << "\n";
-  if (!result.steps.empty()) {
-    std::cout << "---- report ----\n" << tk::format_summary(result.summary);
-    if (!std::isnan(result.final_val_loss))
-      std::printf("final val loss %.4f\n", result.final_val_loss);
-  }
-  if (t.model().matmul_fallbacks() > 0)
-    std::cout << "note: " << t.model().matmul_fallbacks()
-              << " GEMM epilogues ran through fallback kernels (no fused cuBLASLt algorithm)\n";
-  if (!o.export_path.empty()) {
-    std::vector<float> params(t.model().num_parameters());
-    t.model().copy_parameters_to_host(params);
-    tk::model::write_llmc_parameters<float>(o.export_path, mc, std::span<const float>(params));
-    std::cout << "exported llm.c model file " << o.export_path << "\n";
-  }
-  return 0;
+  return mo;
 }
+
+/// --device cuda (train_driver.hpp's device_policy).
+struct cuda_device {
+  using model_type = tk::model::gpt2_cuda;
+  using optimizer_type = tk::optim::adamw_cuda;
+  using prefetch_recipe = tk::prefetch::pinned<4>;
+  static constexpr std::string_view name = "cuda";
+
+  tk::model::gpt2_cuda_options options;
+
+  explicit cuda_device(const train_options& o) : options(cuda_model_options(o)) {}
+
+  /// A preset, or the header of the --init-from file (its parameters are read by make_model).
+  tk::model::gpt2_config model_config(const train_options& o) const {
+    if (!o.init_from.empty()) return tk::model::read_llmc_header(o.init_from);
+    return tk::model::gpt2_config::preset(o.model);
+  }
+  void check_device() const {
+    if (!tk::cuda::device_present()) throw tk::config_error("--device cuda: no CUDA device found");
+  }
+  model_type make_model(const train_options& o, const tk::model::gpt2_config& cfg) const {
+    if (o.init_from.empty()) return model_type(cfg, o.seed, options);
+    std::vector<float> params(cfg.num_parameters());
+    tk::model::read_llmc_parameters<float>(o.init_from, cfg, std::span<float>(params));
+    return model_type(cfg, std::span<const float>(params), options);
+  }
+  void configure(tk::trainer_config& tc, const model_type& m) const {
+    tc.device_name = m.device_name();
+    tc.dtype = tk::compute_dtype::bf16;
+  }
+  std::string describe(const model_type& m) const {
+    return " | " + m.device_name() + " | " + m.memory_report().to_string();
+  }
+  tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer> sync_checkpointer(
+      const train_options& o) const {
+    return tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer>(
+        tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep}));
+  }
+  cuda_async_checkpointer async_checkpointer(const train_options& o) const {
+    return cuda_async_checkpointer(
+        {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal});
+  }
+  template <class Trainer>
+  void bind(Trainer& t) const {
+    // The snapshot's copies wait for this stream's work before them, and the next update (after
+    // before_update) waits for the copies, on the device.
+    if constexpr (std::is_same_v<typename Trainer::checkpointer_type, cuda_async_checkpointer>)
+      t.checkpointer().stager().guard_stream(t.context().stream());
+  }
+  void after_run(const model_type& m, std::ostream& out) const {
+    if (m.matmul_fallbacks() > 0)
+      out << "note: " << m.matmul_fallbacks()
+          << " GEMM epilogues ran through fallback kernels (no fused cuBLASLt algorithm)\n";
+  }
+  void export_model(const train_options& o, const model_type& m, std::ostream& out) const {
+    // --export-hf is refused for --device cuda by train_options::validate.
+    if (o.export_path.empty()) return;
+    std::vector<float> params(m.num_parameters());
+    m.copy_parameters_to_host(params);
+    tk::model::write_llmc_parameters<float>(o.export_path, m.config(),
+                                            std::span<const float>(params));
+    out << "exported llm.c model file " << o.export_path << "\n";
+  }
+};
+static_assert(device_policy<cuda_device>);
+
+// ---- data parallelism on GPUs: --reducer nccl ----
+#if defined(TRAINKIT_HAS_NCCL)
+/// Makes the GPU of this rank's node-local rank current (one rank per GPU), before the model,
+/// the prefetcher's pinned ring and the communicator are made on it.
+void select_rank_gpu(const mpi_ranks& ranks) {
+  const int local = node_local_rank(), gpus = tk::cuda::device_count();
+  if (local >= gpus)
+    throw tk::config_error("--reducer nccl: rank " + std::to_string(ranks.rank) + " is rank " +
+                           std::to_string(local) + " on its node, which has " +
+                           std::to_string(gpus) +
+                           " CUDA devices (one rank per GPU: start at most that many per node)");
+  TRAINKIT_CUDA_CHECK(cudaSetDevice(local));
+}
+
+/// One rank of `mpirun -np N gpt_fineweb --device cuda --reducer nccl ...` (mpi_launch.hpp):
+/// every rank checks the flags and opens its slice of the data first (phase 1, no device), then
+/// takes its GPU and joins the NCCL clique. Never run on a GPU yet.
+int run_train_nccl(const train_options& o) {
+  tk::reduce::mpi_session mpi;
+  return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
+    train_driver driver(o, cuda_device(o), ranks.rank, ranks.ranks);
+    std::optional<tk::reduce::nccl_communicator> comm;  // outlives the trainer's reducer
+    return driver.run<tk::optim::adamw_cuda>(
+        [&] {
+          select_rank_gpu(ranks);
+          comm.emplace(tk::reduce::nccl_communicator_from_mpi());
+          return tk::reduce::nccl_allreduce(*comm);
+        },
+        ranks);
+  });
+}
+#else
+int run_train_nccl(const train_options& o) {
+  // The flags first, as a build with NCCL would check them.
+  train_driver driver(o, cuda_device(o));
+  throw tk::config_error(
+      "--reducer nccl: this build has no NCCL reducer (it needs NCCL and MPI: CMake did not "
+      "find both, or TRAINKIT_NCCL / TRAINKIT_MPI / TRAINKIT_GPT_FINEWEB_NCCL was OFF)");
+}
+#endif
+// ---- end data parallelism ----
 
 }  // namespace
 
 int run_train_cuda(const train_options& o) {
-  if (!tk::cuda::device_present()) throw tk::config_error("--device cuda: no CUDA device found");
-  auto nothing = [](auto&) {};
-  if (o.ckpt_mode == "none") return train_cuda_with(o, tk::checkpoint::no_checkpoint{}, nothing);
-  if (o.ckpt_dir.empty())
-    throw tk::config_error("--ckpt-mode " + o.ckpt_mode + " needs --ckpt-dir DIR");
-  if (o.ckpt_mode == "sync")
-    return train_cuda_with(
-        o,
-        tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer>(
-            tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep})),
-        nothing);
-  using async_checkpointer = tk::checkpoint::basic_asio_checkpointer<tk::checkpoint::cuda_stager>;
-  static_assert(tk::checkpoint::defers_snapshot<async_checkpointer>,
-                "the trainer must call before_update so the update waits for the snapshot");
-  return train_cuda_with(
-      o,
-      async_checkpointer(
-          {.dir = o.ckpt_dir, .keep_last = o.ckpt_keep, .fail_on_error = o.ckpt_fatal}),
-      [](auto& t) {
-        // The snapshot's copies wait for this stream's work before them, and the next update
-        // (after before_update) waits for the copies, on the device.
-        t.checkpointer().stager().guard_stream(t.context().stream());
-      });
+  if (o.reducer == "nccl") return run_train_nccl(o);
+  return train_driver(o, cuda_device(o)).run();
 }
 
 }  // namespace gpt_fineweb

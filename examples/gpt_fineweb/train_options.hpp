@@ -72,7 +72,7 @@ struct train_options {
   std::string vocab;  // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
   // ---- data parallelism (--reducer; docs/distributed.md) ----
-  std::string reducer = "single";  // single: one process; mpi, mpi-zero1: a rank per process
+  std::string reducer = "single";  // single: one process; mpi, mpi-zero1, nccl: a rank per process
   // ---- end data parallelism ----
 
   /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
@@ -123,6 +123,10 @@ struct train_options {
       throw trainkit::config_error("--sample-every must be >= 0: " + std::to_string(sample_every));
     if (sample_every > 0 && sample == 0)
       throw trainkit::config_error("--sample-every needs --sample N (tokens per sample)");
+    if (sample_every > 0 && device != "cpu")
+      throw trainkit::config_error(
+          "--sample-every: samples during training need --device cpu for now; "
+          "sample afterwards with --sample N --ckpt-dir DIR or --init-from FILE");
     if (hellaswag_every < 0)
       throw trainkit::config_error("--hellaswag-every must be >= 0: " +
                                    std::to_string(hellaswag_every));
@@ -137,10 +141,14 @@ struct train_options {
           "cpu for now; score a model file afterwards with `eval`");
     trainkit::model::sampling_config{float(temperature), top_k, seed}.validate();
     // ---- data parallelism ----
-    if (reducer != "single" && device != "cpu")
+    if (reducer == "nccl" && device != "cuda")
+      throw trainkit::config_error(
+          "--reducer nccl all-reduces GPU gradients: it needs --device cuda (on the CPU: "
+          "--reducer mpi)");
+    if (reducer != "single" && reducer != "nccl" && device != "cpu")
       throw trainkit::config_error("--reducer " + reducer +
-                                   " reduces CPU gradients: it needs --device cpu "
-                                   "(a NCCL reducer for --device cuda does not exist yet)");
+                                   " reduces CPU gradients: it needs --device cpu (on GPUs: "
+                                   "--reducer nccl)");
     if (reducer == "mpi-zero1" && ckpt_mode != "none")
       throw trainkit::config_error(
           "--reducer mpi-zero1 shards the optimizer state and sharded checkpoints do not exist "
@@ -237,9 +245,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   // ---- data parallelism ----
   app.add_option("--reducer", o.reducer,
                  "gradient reducer: single (one process), mpi (data parallel on CPU, one rank "
-                 "per process: mpirun -np N gpt_fineweb --reducer mpi ...) or mpi-zero1 (the "
-                 "same with the optimizer state sharded over the ranks, ZeRO-1)")
-      ->check(CLI::IsMember({"single", "mpi", "mpi-zero1"}));
+                 "per process: mpirun -np N gpt_fineweb --reducer mpi ...), mpi-zero1 (the "
+                 "same with the optimizer state sharded over the ranks, ZeRO-1) or nccl (data "
+                 "parallel with --device cuda, one rank per GPU, NCCL all-reduce; never run "
+                 "on a GPU yet)")
+      ->check(CLI::IsMember({"single", "mpi", "mpi-zero1", "nccl"}));
   // ---- end data parallelism ----
   app.add_option("--vocab", o.vocab,
                  "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB, "

@@ -1,0 +1,86 @@
+// mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1|nccl ...`.
+//
+// Shared by the CPU reducers (main.cpp) and the NCCL one (train_cuda.cu): which rank this is,
+// which GPU a rank takes (its rank among the ranks of its node), rank 0 going first where ranks
+// must not race, and the rule that an exception on any rank is printed with the rank and ends the
+// whole job with MPI_Abort (the other ranks would otherwise wait forever in their next
+// collective). Built where CMake found MPI (TRAINKIT_HAS_MPI).
+#pragma once
+
+#include <mpi.h>
+
+#include <csignal>
+#include <exception>
+#include <iostream>
+
+#include <trainkit/core/error.hpp>
+#include <trainkit/reduce/detail/mpi_check.hpp>
+#include <trainkit/reduce/mpi_session.hpp>
+#include <trainkit/trainer/stop_flag.hpp>
+
+#include "flag_names.hpp"
+
+namespace gpt_fineweb {
+
+/// The kind of failure, as main() words it.
+inline const char* failure_kind(const std::exception& e) {
+  if (dynamic_cast<const trainkit::io_error*>(&e)) return "I/O error: ";
+  if (dynamic_cast<const trainkit::config_error*>(&e) ||
+      dynamic_cast<const trainkit::format_error*>(&e))
+    return "error: ";
+  return "fatal: ";
+}
+
+/// The ranks of MPI_COMM_WORLD, as the training driver sees them (train_driver.hpp's one_process
+/// for one process).
+struct mpi_ranks {
+  int rank = 0;
+  int ranks = 1;
+
+  /// make() on rank 0 first, then on the others: a checkpointer's constructor removes crashed
+  /// saves' temporaries, which two ranks must not do at once.
+  template <class Make>
+  auto rank_zero_first(Make make) const {
+    namespace rd = trainkit::reduce::detail;
+    if (rank != 0) rd::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    auto made = make();
+    if (rank == 0) rd::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    return made;
+  }
+};
+
+/// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED): the GPU it takes.
+inline int node_local_rank() {
+  namespace rd = trainkit::reduce::detail;
+  MPI_Comm node = MPI_COMM_NULL;
+  rd::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  int local = 0;
+  const int rc = MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  rd::check(rc, "MPI_Comm_rank");
+  return local;
+}
+
+/// Runs `body(mpi_ranks)` as one rank of the job `mpi` started. With one rank an exception reaches
+/// main() as in a run without mpirun; with more it is printed naming the rank, and MPI_Abort
+/// ends every rank with exit code 2.
+template <class Body>
+int run_mpi_rank(const trainkit::reduce::mpi_session& mpi, Body body) {
+  const mpi_ranks ranks{mpi.world_rank(), mpi.world_size()};
+  // mpirun passes SIGUSR1 on to every rank (a SIGTERM to mpirun ends the ranks before a final
+  // checkpoint): here it is a stop request like SIGTERM to one rank.
+  std::signal(SIGUSR1, [](int sig) { trainkit::request_stop(sig); });
+  try {
+    return body(ranks);
+  } catch (const std::exception& e) {
+    if (ranks.ranks == 1) throw;  // main() reports it, and MPI finalises normally
+    std::cerr << "gpt_fineweb: rank " << ranks.rank << " of " << ranks.ranks << ": "
+              << failure_kind(e) << name_flags(e.what()) << "\n"
+              << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    throw;  // not reached: MPI_Abort ends the process
+  }
+}
+
+}  // namespace gpt_fineweb
