@@ -289,14 +289,16 @@ TEST(MpiZero1Checkpoint, TwoRanksShardsResumeBitForBitOnTwoRanksAndReshardedOnOn
       const tk::checkpoint::manifest m = tk::checkpoint::verify_checkpoint(ckpt);
       EXPECT_EQ(m.version, tk::checkpoint::sharded_format_version);
       const std::size_t n = first.parameters.size();
-      ASSERT_EQ(m.shards.size(), 2u);
-      for (std::uint64_t r = 0; r < 2; ++r) {
+      // EXPECT, not ASSERT, on one rank: returning early would leave the others in a collective.
+      EXPECT_EQ(m.shards.size(), 2u);
+      for (std::uint64_t r = 0; r < std::min<std::uint64_t>(2, m.shards.size()); ++r) {
         const auto& sh = m.shards[r];
         const auto cut = tk::optim::zero1_shard(n, 2, int(r));
         EXPECT_EQ(sh.rank, r);
         EXPECT_EQ(sh.offset, cut.offset) << "shard " << r;
         EXPECT_EQ(sh.count, cut.count) << "shard " << r;
-        ASSERT_EQ(sh.tensors.size(), 2u);
+        EXPECT_EQ(sh.tensors.size(), 2u);
+        if (sh.tensors.size() != 2) continue;
         EXPECT_EQ(sh.tensors[0].name, "optim.m");
         EXPECT_EQ(sh.tensors[1].name, "optim.v");
         EXPECT_EQ(sh.tensors[0].shape, std::vector<std::int64_t>{std::int64_t(cut.count)});
@@ -360,8 +362,8 @@ TEST(MpiZero1Checkpoint, TwoRanksShardsResumeBitForBitOnTwoRanksAndReshardedOnOn
     expect_near_losses(one_zero1.loss, whole_loss, "one process, ZeRO-1");
     expect_near_losses(one_adamw.loss, whole_loss, "one process, adamw_cpu");
     // The two one-process optimizers run the same AdamW over the same reassembled moments.
-    ASSERT_EQ(one_zero1.loss.size(), one_adamw.loss.size());
-    for (std::size_t s = 0; s < one_zero1.loss.size(); ++s)
+    EXPECT_EQ(one_zero1.loss.size(), one_adamw.loss.size());
+    for (std::size_t s = 0; s < std::min(one_zero1.loss.size(), one_adamw.loss.size()); ++s)
       EXPECT_TRUE(same_bits(one_zero1.loss[s], one_adamw.loss[s])) << "step " << s + 6;
     fs::remove_all(dir);
   }
