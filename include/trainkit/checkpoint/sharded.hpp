@@ -88,12 +88,15 @@ std::exception_ptr attempt(F&& phase) {
 // After a collective decision that some rank failed: the failing ranks rethrow their own error,
 // the others throw io_error saying which rank failed.
 [[noreturn]] inline void throw_agreed(const std::exception_ptr& mine,
-                                      const std::vector<int>& failed, const std::string& what) {
+                                      const std::vector<int>& failed, const std::string& what,
+                                      const std::string& after = "") {
   if (mine) std::rethrow_exception(mine);
-  throw io_error(what + ": " + rank_list(failed) +
-                 " failed (its error is printed by that rank); the newest complete checkpoint " +
-                 "is intact");
+  throw io_error(what + ": " + rank_list(failed) + " failed (its error is printed by that rank)" +
+                 after);
 }
+
+// What a failed save adds: nothing was committed.
+inline constexpr std::string_view intact = "; the newest complete checkpoint is intact";
 
 // A shard's tensors as a checkable state: named after whole tensors, shape {range.count}, and
 // neither named like a common tensor nor in device memory.
@@ -209,7 +212,7 @@ std::filesystem::path write_sharded_checkpoint(const std::filesystem::path& dir,
       std::error_code ignored;
       fs::remove_all(temp, ignored);
     }
-    detail::throw_agreed(err, failed, what);
+    detail::throw_agreed(err, failed, what, std::string(detail::intact));
   }
   // 2. Every rank's shard, and rank 0's common tensors.
   manifest top;
@@ -236,7 +239,7 @@ std::filesystem::path write_sharded_checkpoint(const std::filesystem::path& dir,
   }
   writing.reset();
   failed = detail::ranks_where(comm, bool(err));
-  if (!failed.empty()) detail::throw_agreed(err, failed, what);
+  if (!failed.empty()) detail::throw_agreed(err, failed, what, std::string(detail::intact));
   if (root) {
     err = detail::attempt([&] { prune_checkpoints(dir, keep_last, state.common.step); });
   }
