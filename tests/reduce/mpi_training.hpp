@@ -21,6 +21,7 @@
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/zero1_adamw_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
 #include "trainkit/reduce/single.hpp"
@@ -83,6 +84,8 @@ struct run_options {
   int steps = 20;
   int eval_every = 0;
   std::function<bool(const tk::step_metrics&)> on_step;  // also decides when to stop
+  int ckpt_every = 0;
+  MPI_Comm optimizer_comm = MPI_COMM_WORLD;  // ZeRO-1's ranks (the reducer's own communicator)
 };
 
 // A trainer with `micro_batches` micro-batches per rank on the rank slice of the synthetic
@@ -98,10 +101,14 @@ run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_op
   cfg.quiet = true;
   cfg.total_batch_tokens = std::size_t(micro_batches) * std::size_t(ranks) * B * T;
   cfg.eval_every = o.eval_every;
+  cfg.ckpt_every = o.ckpt_every;
   cfg.eval_batches = 5;  // not a multiple of the ranks: rank 0 evaluates one more
   cfg.schedule.kind = tk::optim::schedule_kind::constant;
   cfg.schedule.max_lr = 3e-3f;
   const tk::optim::adamw_config ac{.grad_clip = 0.5f};  // small: clipping acts on every step
+  typename Optimizer::config_type optimizer_config(ac);
+  if constexpr (std::same_as<typename Optimizer::config_type, tk::optim::zero1_adamw_config>)
+    optimizer_config.comm = o.optimizer_comm;
   std::ostringstream quiet;
   std::optional<tk::data::synthetic_source> val;
   if (o.eval_every > 0) {
@@ -112,8 +119,8 @@ run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_op
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu, Optimizer,
               Checkpointer, Reducer>
       t(cfg, synthetic(B, T, rank, ranks), std::move(val),
-        tk::model::gpt2_cpu(d2_small_vocab(), 11), ac, std::move(checkpointer), std::move(reducer),
-        quiet);
+        tk::model::gpt2_cpu(d2_small_vocab(), 11), optimizer_config, std::move(checkpointer),
+        std::move(reducer), quiet);
   EXPECT_EQ(t.grad_accum_steps(), micro_batches);
   EXPECT_EQ(t.tokens_per_step(), std::size_t(micro_batches) * std::size_t(ranks) * B * T);
   run_record r;

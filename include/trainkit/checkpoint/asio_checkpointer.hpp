@@ -465,5 +465,9 @@ using asio_checkpointer = basic_asio_checkpointer<host_stager>;
 static_assert(checkpointer<asio_checkpointer> && reports_save_errors<asio_checkpointer> &&
               reports_warnings<asio_checkpointer> && defers_snapshot<asio_checkpointer> &&
               prepares_saves<asio_checkpointer>);
+// Not a sharded_checkpointer: its writer thread cannot join the ranks' collectives (MPI is called
+// from the training thread only), so a trainer with a sharded optimizer (ZeRO-1) refuses it at
+// compile time (checkpointer_for_optimizer); use sync_checkpointer there.
+static_assert(!sharded_checkpointer<asio_checkpointer, single_process>);
 
 }  // namespace trainkit::checkpoint

@@ -17,6 +17,13 @@ class no_checkpoint {
   static constexpr bool reads_device_memory = true;
   void save(const checkpoint_state&) {}
   bool load_latest(checkpoint_state&) { return false; }
+  /// Sharded states (ZeRO-1) are not saved either.
+  template <save_communicator Comm>
+  void save_sharded(const sharded_checkpoint_state&, Comm&) {}
+  template <save_communicator Comm>
+  bool load_latest_sharded(sharded_checkpoint_state&, Comm&) {
+    return false;
+  }
   void wait() {}
   double last_stall_ms() const noexcept { return 0.0; }
   /// Always empty; present so trainers can treat every checkpointer alike.
@@ -27,5 +34,6 @@ class no_checkpoint {
 };
 
 static_assert(checkpointer<no_checkpoint> && reports_warnings<no_checkpoint>);
+static_assert(sharded_checkpointer<no_checkpoint, single_process>);
 
 }  // namespace trainkit::checkpoint

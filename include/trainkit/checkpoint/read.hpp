@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -96,6 +97,155 @@ inline void check_loadable(const checkpoint_state& state) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// Elements [offset, offset + count) of the tensor `name` (a whole tensor: offset 0, count its
+/// numel) go to `data`; the checkpoint's tensor must have dtype `type` and shape `full_shape`.
+struct load_request {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> full_shape;
+  std::uint64_t offset = 0, count = 0;  // elements
+  std::byte* data = nullptr;
+};
+
+// Where a request's bytes are: a tensor of rank 0's tensors.bin, or its shards (a version 3
+// checkpoint's sharded tensors, which any number of ranks can slice anew).
+struct resolved_request {
+  const load_request* request = nullptr;
+  const manifest_entry* plain = nullptr;  // null: from the shards
+};
+
+inline std::uint64_t sharded_total(const manifest& m) {
+  return m.shards.empty() ? 0 : m.shards.back().offset + m.shards.back().count;
+}
+
+// Finds each request's tensor and checks its dtype and shape (checkpoint_mismatch otherwise).
+inline std::vector<resolved_request> resolve(const manifest& m,
+                                             const std::vector<load_request>& requests,
+                                             const std::string& where) {
+  std::vector<resolved_request> out;
+  for (const load_request& q : requests) {
+    const manifest_entry* e = m.find(q.name);
+    const bool sharded = e == nullptr && !m.shards.empty() && m.shards.front().find(q.name);
+    if (sharded) e = m.shards.front().find(q.name);
+    if (e == nullptr) throw checkpoint_mismatch(where + " has no tensor '" + q.name + "'");
+    if (e->type != q.type)
+      throw checkpoint_mismatch(where + ": tensor '" + q.name + "' is " +
+                                std::string(dtype_name(e->type)) + " in the checkpoint but " +
+                                std::string(dtype_name(q.type)) + " is expected");
+    const std::vector<std::int64_t> shape =
+        sharded ? std::vector<std::int64_t>{std::int64_t(sharded_total(m))} : e->shape;
+    if (shape != q.full_shape)
+      throw checkpoint_mismatch(where + ": tensor '" + q.name + "' has shape " + shape_text(shape) +
+                                (sharded ? " (sharded)" : "") + " in the checkpoint but " +
+                                shape_text(q.full_shape) + " is expected");
+    out.push_back({&q, sharded ? nullptr : e});
+  }
+  return out;
+}
+
+// The shards holding some element of a sharded request.
+inline std::vector<const shard_entry*> shards_needed(const manifest& m,
+                                                     const std::vector<resolved_request>& rs) {
+  std::vector<const shard_entry*> out;
+  for (const shard_entry& sh : m.shards) {
+    for (const resolved_request& r : rs) {
+      const load_request& q = *r.request;
+      if (r.plain == nullptr && q.count > 0 && sh.count > 0 && sh.offset < q.offset + q.count &&
+          q.offset < sh.offset + sh.count) {
+        out.push_back(&sh);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+inline void verify_shard_file(const std::filesystem::path& ckpt, const shard_entry& sh,
+                              const std::string& where) {
+  posix_file data = posix_file::open_read(ckpt / sh.dir / tensors_file_name);
+  manifest part;
+  part.tensors = sh.tensors;
+  verify_tensors_file(where + " " + sh.dir, data, part);
+  data.close();
+}
+
+// Elements [first, first + n) of entry `e` of file `f` to `dest`, the whole tensor's CRC checked
+// against the bytes read (a slice is read through `scratch` with the rest of its tensor).
+inline void copy_elements(posix_file& f, const manifest_entry& e, std::uint64_t first,
+                          std::uint64_t n, std::byte* dest, const std::string& where,
+                          std::vector<std::byte>& scratch) {
+  const std::size_t size = dtype_size(e.type);
+  const std::byte* from = dest;
+  if (first == 0 && n * size == e.bytes) {
+    f.read_all_at(dest, std::size_t(e.bytes), e.offset);
+  } else {
+    scratch.resize(std::size_t(e.bytes));
+    f.read_all_at(scratch.data(), std::size_t(e.bytes), e.offset);
+    from = scratch.data();
+  }
+  if (crc32c(from, std::size_t(e.bytes)) != e.crc32c)
+    throw format_error(where + ": tensor '" + e.name + "' changed while it was being loaded");
+  if (from != dest) std::memcpy(dest, from + first * size, std::size_t(n * size));
+}
+
+// What a load reads, found and verified (every CRC of every file it reads) but not yet copied.
+struct verified_load {
+  std::vector<resolved_request> requests;
+  std::vector<const shard_entry*> shards;
+};
+
+inline verified_load verify_requests(const std::filesystem::path& ckpt, const manifest& m,
+                                     const std::vector<load_request>& requests,
+                                     const std::string& where) {
+  verified_load v{resolve(m, requests, where), {}};
+  v.shards = shards_needed(m, v.requests);
+  posix_file data = posix_file::open_read(ckpt / tensors_file_name);
+  verify_tensors_file(where, data, m);
+  data.close();
+  for (const shard_entry* sh : v.shards) verify_shard_file(ckpt, *sh, where);
+  return v;
+}
+
+// The copies of a verified load; each tensor's CRC is checked again on the bytes read.
+inline void copy_requests(const std::filesystem::path& ckpt, const verified_load& v,
+                          const std::string& where) {
+  posix_file data = posix_file::open_read(ckpt / tensors_file_name);
+  std::vector<std::byte> scratch;
+  for (const resolved_request& r : v.requests) {
+    const load_request& q = *r.request;
+    if (r.plain != nullptr) {
+      copy_elements(data, *r.plain, q.offset, q.count, q.data, where, scratch);
+      continue;
+    }
+    const std::size_t size = dtype_size(q.type);
+    for (const shard_entry* sh : v.shards) {
+      const std::uint64_t lo = std::max(q.offset, sh->offset);
+      const std::uint64_t hi = std::min(q.offset + q.count, sh->offset + sh->count);
+      if (hi <= lo) continue;
+      posix_file part = posix_file::open_read(ckpt / sh->dir / tensors_file_name);
+      copy_elements(part, *sh->find(q.name), lo - sh->offset, hi - lo,
+                    q.data + (lo - q.offset) * size, where + " " + sh->dir, scratch);
+      part.close();
+    }
+  }
+  data.close();
+}
+
+// Verifies every file the requests read (all CRCs), then copies: nothing is written to the
+// destinations before every check has passed.
+inline void load_requests(const std::filesystem::path& ckpt, const manifest& m,
+                          const std::vector<load_request>& requests, const std::string& where) {
+  copy_requests(ckpt, verify_requests(ckpt, m, requests, where), where);
+}
+
+inline load_request whole_tensor(const state_tensor& t) {
+  return {t.name, t.type, t.shape, 0, t.numel(), t.data};
+}
+
+}  // namespace detail
+
 /// Fills every tensor listed in `state` from the checkpoint directory `ckpt` and sets
 /// `state.step` and `state.meta` from its manifest. Throws checkpoint_mismatch (a format_error)
 /// naming the checkpoint, the tensor and both dtypes or shapes when a requested tensor is absent
@@ -103,51 +253,32 @@ inline void check_loadable(const checkpoint_state& state) {
 /// or malformed, tensors.bin has the wrong size, or a CRC does not match; io_error
 /// when a file cannot be read. On any error the destination buffers are left unchanged (unless
 /// the file changes during the load). Tensors in the checkpoint that `state` does not ask for
-/// are verified but not loaded.
+/// are verified but not loaded. From a sharded checkpoint (version 3) a requested tensor of
+/// shape {N} that the shards hold is reassembled from them (a ZeRO-1 run's moments, resumed by
+/// one process or a DDP run); only the shards read are verified.
 inline void load_checkpoint(const std::filesystem::path& ckpt, checkpoint_state& state) {
   detail::check_loadable(state);
   const std::string where = "checkpoint '" + ckpt.string() + "'";
   const manifest m = detail::read_checkpoint_manifest(ckpt, where);
-
-  std::vector<const manifest_entry*> sources;
-  for (const auto& t : state.tensors) {
-    const manifest_entry* e = m.find(t.name);
-    if (e == nullptr) throw checkpoint_mismatch(where + " has no tensor '" + t.name + "'");
-    if (e->type != t.type)
-      throw checkpoint_mismatch(where + ": tensor '" + t.name + "' is " +
-                                std::string(dtype_name(e->type)) + " in the checkpoint but " +
-                                std::string(dtype_name(t.type)) + " is expected");
-    if (e->shape != t.shape)
-      throw checkpoint_mismatch(where + ": tensor '" + t.name + "' has shape " +
-                                shape_text(e->shape) + " in the checkpoint but " +
-                                shape_text(t.shape) + " is expected");
-    sources.push_back(e);
-  }
-
-  detail::posix_file data = detail::posix_file::open_read(ckpt / tensors_file_name);
-  detail::verify_tensors_file(where, data, m);
-  for (std::size_t i = 0; i < state.tensors.size(); ++i) {
-    const state_tensor& t = state.tensors[i];
-    const manifest_entry& e = *sources[i];
-    data.read_all_at(t.data, std::size_t(e.bytes), e.offset);
-    if (crc32c(t.data, std::size_t(e.bytes)) != e.crc32c)
-      throw format_error(where + ": tensor '" + e.name + "' changed while it was being loaded");
-  }
-  data.close();
+  std::vector<detail::load_request> requests;
+  for (const auto& t : state.tensors) requests.push_back(detail::whole_tensor(t));
+  detail::load_requests(ckpt, m, requests, where);
   state.step = m.step;
   state.meta = m.meta;
 }
 
 /// Checks the checkpoint directory `ckpt` without loading it: the manifest (fields and, for
 /// version 2, its own checksum), its step against the directory name, tensors.bin's size and every
-/// tensor's CRC-32C. Returns the manifest; format_error / io_error naming the problem otherwise.
-/// Reads the whole of tensors.bin; writes nothing.
+/// tensor's CRC-32C, and the same for every shard of a sharded checkpoint. Returns the manifest;
+/// format_error / io_error naming the problem otherwise. Reads the whole of tensors.bin; writes
+/// nothing.
 inline manifest verify_checkpoint(const std::filesystem::path& ckpt) {
   const std::string where = "checkpoint '" + ckpt.string() + "'";
   manifest m = detail::read_checkpoint_manifest(ckpt, where);
   detail::posix_file data = detail::posix_file::open_read(ckpt / tensors_file_name);
   detail::verify_tensors_file(where, data, m);
   data.close();
+  for (const shard_entry& sh : m.shards) detail::verify_shard_file(ckpt, sh, where);
   return m;
 }
 

@@ -3,7 +3,9 @@
 // The simplest correct policy: `save` runs the whole crash-safe write (write.hpp) before it
 // returns, so the training loop stalls for the full write and fsync time, which it reports as
 // `last_stall_ms` for the step profile. Use it for small models, for tests, and as the reference
-// the asynchronous checkpointer's output is compared with.
+// the asynchronous checkpointer's output is compared with. It is also the checkpointer of a
+// state sharded over ranks (ZeRO-1): `save_sharded` and `load_latest_sharded` (sharded.hpp) are
+// collective over the ranks' communicator.
 #pragma once
 
 #include <filesystem>
@@ -13,6 +15,7 @@
 
 #include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/checkpoint/read.hpp"
+#include "trainkit/checkpoint/sharded.hpp"
 #include "trainkit/checkpoint/write.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/timing.hpp"
@@ -67,6 +70,28 @@ class sync_checkpointer {
     return load_latest_checkpoint(config_.dir, state, warnings_);
   }
 
+  /// Every rank's shard and rank 0's common part as `dir/step_<step>`, committed only once every
+  /// shard is complete; collective over `comm` (write_sharded_checkpoint). On rank 0 the
+  /// directory of the checkpoint is then `last_saved()`; every rank's stall is its own.
+  template <save_communicator Comm>
+  void save_sharded(const sharded_checkpoint_state& state, Comm& comm) {
+    stopwatch clock;
+    try {
+      last_saved_ = write_sharded_checkpoint(config_.dir, state, config_.keep_last, comm);
+    } catch (...) {
+      last_stall_ms_ = clock.elapsed_ms();
+      throw;
+    }
+    last_stall_ms_ = clock.elapsed_ms();
+  }
+
+  /// This rank's part of the newest checkpoint every rank can load, resharded for this world size
+  /// when another one wrote it; collective over `comm` (load_latest_sharded_checkpoint).
+  template <save_communicator Comm>
+  bool load_latest_sharded(sharded_checkpoint_state& state, Comm& comm) {
+    return load_latest_sharded_checkpoint(config_.dir, state, comm, warnings_);
+  }
+
   /// Nothing is ever in flight.
   void wait() {}
 
@@ -88,5 +113,6 @@ class sync_checkpointer {
 };
 
 static_assert(checkpointer<sync_checkpointer> && reports_warnings<sync_checkpointer>);
+static_assert(sharded_checkpointer<sync_checkpointer, single_process>);
 
 }  // namespace trainkit::checkpoint

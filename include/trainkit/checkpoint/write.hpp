@@ -280,6 +280,31 @@ inline detail::dir_lock create_locked_temporary(const std::filesystem::path& tem
   }
 }
 
+namespace detail {
+
+/// Renames the complete temporary `dir/.tmp.<name>` to `dir/<name>` and makes the rename durable.
+/// Re-saving a step (a restarted run) replaces the old directory: move it aside, rename the new
+/// one in, and only then delete the old one, so some copy of the step exists at every moment.
+inline void commit_temporary(const std::filesystem::path& dir, const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path final_path = dir / name;
+  const fs::path temp_path = dir / (std::string(temporary_prefix) + name);
+  const fs::path replaced = dir / (std::string(temporary_prefix) + "replaced." + name);
+  std::error_code ec;
+  const bool replacing = fs::exists(final_path, ec);
+  std::optional<dir_lock> replacing_lock;  // keeps the old copy ours under its new name
+  if (replacing) {
+    remove_tree(replaced);
+    replacing_lock = dir_lock::lock(final_path);
+    rename_path(final_path, replaced);
+  }
+  rename_path(temp_path, final_path);
+  fsync_directory(dir);
+  if (replacing) remove_tree(replaced);
+}
+
+}  // namespace detail
+
 /// Writes `state` as `dir/step_<state.step>` (creating `dir`), replacing an existing checkpoint
 /// of the same step, then prunes to the newest `keep_last` (0 keeps all). Returns the path of the
 /// new checkpoint. Throws config_error for states that cannot be saved and io_error (path and
@@ -312,20 +337,7 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
     throw;
   }
 
-  // Re-saving a step (a restarted run) replaces the old directory: move it aside, rename the new
-  // one in, and only then delete the old one, so some copy of the step exists at every moment.
-  const fs::path replaced = dir / (std::string(temporary_prefix) + "replaced." + name);
-  const bool replacing = fs::exists(final_path, ec);
-  std::optional<detail::dir_lock> replacing_lock;  // keeps the old copy ours under its new name
-  if (replacing) {
-    detail::remove_tree(replaced);
-    replacing_lock = detail::dir_lock::lock(final_path);
-    detail::rename_path(final_path, replaced);
-  }
-  detail::rename_path(temp_path, final_path);
-  detail::fsync_directory(dir);
-  if (replacing) detail::remove_tree(replaced);
-
+  detail::commit_temporary(dir, name);
   prune_checkpoints(dir, keep_last, state.step);
   return final_path;
 }

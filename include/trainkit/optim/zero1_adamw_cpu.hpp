@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -134,6 +135,25 @@ class basic_zero1_adamw_cpu {
     return out;
   }
 
+  /// The state as a sharded checkpoint holds it (checkpoint::sharded_optimizer): "optim.step" in
+  /// the common part (every rank's is the same), this rank's slices of the moments under the whole
+  /// tensors' names "optim.m" and "optim.v" (shape {count}), and the range they cover. A sharded
+  /// checkpoint can so be resumed by any world size, and by adamw_cpu (one process or DDP), which
+  /// reads the whole "optim.m" reassembled; this optimizer resumes a DDP checkpoint's whole
+  /// moments sliced. The descriptor "optim.zero1.shard" is not part of it: the range is the
+  /// manifest's, and after a load the optimizer's own descriptor still names this rank.
+  checkpoint::optimizer_shard sharded_state() {
+    checkpoint::optimizer_shard out;
+    for (state_tensor& t : inner_.state()) {
+      if (t.name == "optim.step")
+        out.common.push_back(std::move(t));
+      else  // "optim.m", "optim.v": this rank's shard
+        out.shard.push_back(std::move(t));
+    }
+    out.range = {comm_.rank(), comm_.size(), shard_.offset, shard_.count, n_};
+    return out;
+  }
+
   std::uint64_t steps_taken() const noexcept { return inner_.steps_taken(); }
   const adamw_config& config() const noexcept { return inner_.config(); }
   int rank() const noexcept { return comm_.rank(); }
@@ -180,5 +200,6 @@ class basic_zero1_adamw_cpu {
 using zero1_adamw_cpu = basic_zero1_adamw_cpu<float>;
 
 static_assert(optimizer_for<zero1_adamw_cpu, model::gpt2_cpu>);
+static_assert(checkpoint::sharded_optimizer<zero1_adamw_cpu>);
 
 }  // namespace trainkit::optim

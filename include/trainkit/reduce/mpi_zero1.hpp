@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -258,5 +259,7 @@ class mpi_zero1 {
 static_assert(gradient_reducer_for<mpi_zero1, model::gpt2_cpu>);
 static_assert(clips_sharded_gradients<mpi_zero1, model::gpt2_cpu>);
 static_assert(rank_aware<mpi_zero1>);
+// Its collectives are what a sharded checkpoint of zero1_adamw_cpu's state agrees over.
+static_assert(checkpoint::save_communicator<mpi_zero1>);
 
 }  // namespace trainkit::reduce

@@ -146,6 +146,11 @@ class trainer {
       optim::optimizer_for<Optimizer, Model>,
       "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
       "(see optim/concepts.hpp)");
+  static_assert(checkpoint::checkpointer_for_optimizer<Checkpointer, Optimizer, Reducer>,
+                "trainkit::trainer: the Optimizer's state is sharded over ranks "
+                "(checkpoint::sharded_optimizer, e.g. ZeRO-1) but the Checkpointer cannot save it "
+                "(requirement: checkpoint::sharded_checkpointer<Checkpointer, Reducer>; use "
+                "sync_checkpointer or no_checkpoint; see checkpoint/concepts.hpp)");
 
  public:
   trainer(trainer_config cfg, Source train, std::optional<Source> val, Model model,
@@ -226,8 +231,17 @@ class trainer {
 
   /// Restores the newest valid checkpoint; returns false when there is none.
   bool resume() {
-    checkpoint::checkpoint_state state = gather_state();
-    const bool loaded = checkpointer_.load_latest(state);
+    checkpoint::checkpoint_state state;
+    bool loaded = false;
+    if constexpr (checkpoint::sharded_optimizer<Optimizer>) {
+      // Collective: every rank loads the common part and its own range of the sharded tensors.
+      checkpoint::sharded_checkpoint_state sharded = gather_sharded_state();
+      loaded = checkpointer_.load_latest_sharded(sharded, reducer_);
+      state = std::move(sharded.common);
+    } else {
+      state = gather_state();
+      loaded = checkpointer_.load_latest(state);
+    }
     print_checkpointer_warnings();  // skipped corrupt checkpoints, also when none was usable
     if (!loaded) return false;
     if (auto it = state.meta.find("model"); it != state.meta.end()) {
@@ -522,9 +536,31 @@ class trainer {
     return s;
   }
 
+  /// The state of a run whose optimizer is sharded over ranks: the model's tensors and the
+  /// optimizer's common ones (rank 0 writes them), this rank's shard of the rest.
+  checkpoint::sharded_checkpoint_state gather_sharded_state() {
+    checkpoint::optimizer_shard opt = optimizer_.sharded_state();
+    checkpoint::sharded_checkpoint_state s;
+    s.common.step = step_;
+    s.common.tensors = model_.state();
+    s.common.tensors.insert(s.common.tensors.end(), opt.common.begin(), opt.common.end());
+    s.common.meta = cfg_.meta;
+    s.common.meta["data_position"] = train_.position().to_string();
+    s.common.meta["step"] = std::to_string(step_);
+    s.shard = std::move(opt.shard);
+    s.range = opt.range;
+    return s;
+  }
+
   void save_checkpoint() {
-    if (rank() != 0) return;  // data parallel: every rank holds the same state; rank 0 writes it
-    checkpointer_.save(gather_state());
+    if constexpr (checkpoint::sharded_optimizer<Optimizer>) {
+      // ZeRO: each rank holds another shard of the optimizer state; every rank writes its own
+      // (collective; committed once all are complete).
+      checkpointer_.save_sharded(gather_sharded_state(), reducer_);
+    } else {
+      if (rank() != 0) return;  // data parallel: every rank holds the same state; rank 0 writes
+      checkpointer_.save(gather_state());
+    }
     report_checkpoint_error();
   }
 
