@@ -149,10 +149,10 @@ struct train_options {
       throw trainkit::config_error("--reducer " + reducer +
                                    " reduces CPU gradients: it needs --device cpu (on GPUs: "
                                    "--reducer nccl)");
-    if (reducer == "mpi-zero1" && ckpt_mode != "none")
+    if (reducer == "mpi-zero1" && ckpt_mode == "async")
       throw trainkit::config_error(
-          "--reducer mpi-zero1 shards the optimizer state and sharded checkpoints do not exist "
-          "yet: it needs --ckpt-mode none");
+          "--ckpt-mode async: ZeRO-1's sharded checkpoints (--reducer mpi-zero1) are written "
+          "synchronously, every rank its shard; use --ckpt-mode sync or none");
     // ---- end data parallelism ----
     if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
       throw trainkit::config_error(

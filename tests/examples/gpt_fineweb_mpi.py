@@ -173,6 +173,51 @@ class Runner:
         if abs(per_rank - one_process / 2) > 2 * 4 * 32768 + 0.01 * (1 << 20):
             self.fail("ZeRO-1 optimizer state %.0f bytes per rank, one process %d"
                       % (per_rank, one_process))
+        self.zero1_checkpoints()
+
+    def zero1_checkpoints(self):
+        """Sharded checkpoints: 2 ZeRO-1 ranks save every 4 steps (each rank its shard); the step
+        8 checkpoint is removed and 2 ranks resume from step 4: the same metrics and model bit for
+        bit as the uninterrupted run (two.bin); one process (adamw_cpu) resumes the same
+        checkpoint, resharded, to 1e-5."""
+        steps = 8
+        ckpt = os.path.join(self.args.work, "zckpt")
+        ckpt_flags = ["--ckpt-mode", "sync", "--ckpt-dir", ckpt, "--ckpt-every", "4"]
+        self.run(2, "zsave", self.flags("zsave", steps, ckpt_flags))
+        if checkpoints(ckpt) != [4, 8]:
+            self.fail("ZeRO-1 checkpoints %s, expected [4, 8]" % checkpoints(ckpt))
+            return
+        shards = sorted(n for n in os.listdir(os.path.join(ckpt, "step_00000004"))
+                        if n.startswith("shard_"))
+        if shards != ["shard_00000", "shard_00001"]:
+            self.fail("the step 4 checkpoint holds shards %s, expected one per rank" % shards)
+        shutil.rmtree(os.path.join(ckpt, "step_00000008"))
+        resume = ckpt_flags + ["--resume"]
+        self.run(2, "zresume", self.flags("zresume", steps, resume))
+        if "resumed from checkpoint at step 4" not in self.text("zresume", "out"):
+            self.fail("2 ZeRO-1 ranks did not resume from step 4:\n%s"
+                      % self.text("zresume", "out"))
+        ref = read_metrics(os.path.join(self.args.work, "two.jsonl"))
+        resumed = read_metrics(os.path.join(self.args.work, "zresume.jsonl"))
+        if [int(r["step"]) for r in resumed] != list(range(5, steps + 1)):
+            self.fail("resumed ZeRO-1 metrics steps %s" % [r["step"] for r in resumed])
+        for r in resumed:
+            if r != ref[int(r["step"]) - 1]:
+                self.fail("ZeRO-1 step %s after resume: %s, uninterrupted %s"
+                          % (r["step"], r, ref[int(r["step"]) - 1]))
+        if not self.same_file("two.bin", "zresume.bin"):
+            self.fail("the resumed ZeRO-1 model differs from the uninterrupted run's")
+        shutil.rmtree(os.path.join(ckpt, "step_00000008"), ignore_errors=True)
+        self.run(0, "zone", self.flags("zone", steps, resume))
+        one = read_metrics(os.path.join(self.args.work, "zone.jsonl"))
+        if [int(r["step"]) for r in one] != list(range(5, steps + 1)):
+            self.fail("one process resuming a 2-rank ZeRO-1 checkpoint ran steps %s"
+                      % [r["step"] for r in one])
+        for r in one:
+            a, b = float(r["loss"]), float(ref[int(r["step"]) - 1]["loss"])
+            if abs(a - b) > 1e-5 * abs(b):
+                self.fail("step %s: one process from the ZeRO-1 checkpoint %s, 2 ranks %s"
+                          % (r["step"], a, b))
 
     def sigterm(self):
         self.stop_by("term", lambda proc: os.kill(self.rank_pid(1), signal.SIGTERM))
