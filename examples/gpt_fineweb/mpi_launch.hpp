@@ -9,9 +9,13 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstddef>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <trainkit/core/error.hpp>
 #include <trainkit/reduce/detail/mpi_check.hpp>
@@ -75,9 +79,17 @@ int run_mpi_rank(const trainkit::reduce::mpi_session& mpi, Body body) {
     return body(ranks);
   } catch (const std::exception& e) {
     if (ranks.ranks == 1) throw;  // main() reports it, and MPI finalises normally
-    std::cerr << "gpt_fineweb: rank " << ranks.rank << " of " << ranks.ranks << ": "
-              << failure_kind(e) << name_flags(e.what()) << "\n"
-              << std::flush;
+    // One write(2) of the whole line: mpirun forwards each rank's stderr in the chunks it
+    // arrives in, and its MPI_ABORT banner landed between the pieces of a line written by parts.
+    const std::string line = "gpt_fineweb: rank " + std::to_string(ranks.rank) + " of " +
+                             std::to_string(ranks.ranks) + ": " + failure_kind(e) +
+                             name_flags(e.what()) + "\n";
+    std::cerr.flush();
+    for (std::size_t done = 0; done < line.size();) {
+      const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+      if (n <= 0) break;  // nothing left to report it on
+      done += std::size_t(n);
+    }
     MPI_Abort(MPI_COMM_WORLD, 2);
     throw;  // not reached: MPI_Abort ends the process
   }

@@ -92,6 +92,21 @@ struct manifest_entry {
   friend bool operator==(const manifest_entry&, const manifest_entry&) = default;
 };
 
+namespace detail {
+/// The end of the last tensor of a tensors.bin (no trailing padding): the size it must have.
+inline std::uint64_t data_end(const std::vector<manifest_entry>& tensors) noexcept {
+  std::uint64_t end = 0;
+  for (const auto& t : tensors) end = std::max(end, t.offset + t.bytes);
+  return end;
+}
+inline const manifest_entry* find_entry(const std::vector<manifest_entry>& tensors,
+                                        std::string_view name) noexcept {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+}  // namespace detail
+
 /// One rank's shard of a sharded checkpoint (version 3): elements [offset, offset + count) of
 /// every sharded tensor, in `dir/tensors.bin`. Its tensors carry the full tensors' names and
 /// shape {count}; their offsets and CRCs are those of the shard's own tensors.bin.
@@ -104,16 +119,9 @@ struct shard_entry {
 
   friend bool operator==(const shard_entry&, const shard_entry&) = default;
 
-  std::uint64_t data_size() const noexcept {
-    std::uint64_t end = 0;
-    for (const auto& t : tensors) end = std::max(end, t.offset + t.bytes);
-    return end;
-  }
-
+  std::uint64_t data_size() const noexcept { return detail::data_end(tensors); }
   const manifest_entry* find(std::string_view name) const noexcept {
-    for (const auto& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
+    return detail::find_entry(tensors, name);
   }
 };
 
@@ -132,16 +140,9 @@ struct manifest {
   }
 
   /// Size tensors.bin must have: the end of the last tensor (no trailing padding).
-  std::uint64_t data_size() const noexcept {
-    std::uint64_t end = 0;
-    for (const auto& t : tensors) end = std::max(end, t.offset + t.bytes);
-    return end;
-  }
-
+  std::uint64_t data_size() const noexcept { return detail::data_end(tensors); }
   const manifest_entry* find(std::string_view name) const noexcept {
-    for (const auto& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
+    return detail::find_entry(tensors, name);
   }
 };
 
