@@ -59,7 +59,7 @@ fi
 "$conan" install --requires="trainkit/$version" "${cuda_opts[@]}" \
   --profile:all conan/profiles/system -g CMakeDeps --output-folder "$work/cuda-deps" >/dev/null
 for word in "${expect[@]}"; do
-  if ! cat "$work"/cuda-deps/trainkit-*.cmake | grep -q -- "$word"; then
+  if ! grep -q -- "$word" "$work"/cuda-deps/trainkit-*.cmake; then
     echo "conan: the options ${cuda_opts[*]} produced no '$word' in trainkit's CMake files" >&2
     exit 1
   fi
