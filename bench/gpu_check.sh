@@ -362,6 +362,36 @@ num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
   v=$(sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1")
   printf '%s' "${v:--}"
 }
+# Issue 12's goals, from the result lines of bench_gpu_training and torch_reference.py: one row
+# per figure, "-" (and met "no") where a figure is missing because its step failed or was cut off.
+goals_table() {
+  local d12 d48 pt12 pt48
+  d12=$(grep ' model=d12 ' <<<"$shapes" | grep -v configured | head -n1)
+  d48=$(grep ' model=d48 ' <<<"$shapes" | grep -v configured | head -n1)
+  pt12=$(grep " model=d12 B=$(num "$d12" B) T=$(num "$d12" T) " <<<"$torch_lines" | head -n1)
+  pt48=$(grep " model=d48 B=$(num "$d48" B) T=$(num "$d48" T) " <<<"$torch_lines" | head -n1)
+  echo "---- issue 12 goals (bench_gpu_training, flash attention, beside torch_reference.py) ----"
+  printf '%-58s %10s %10s %4s\n' figure measured goal met
+  # row NAME VALUE OP GOAL: VALUE "-" = not measured.
+  row() {
+    awk -v n="$1" -v v="$2" -v op="$3" -v g="$4" 'BEGIN {
+      met = "no"
+      if (v != "-" && v != "") { if ((op == "ge" && v + 0 >= g + 0) || (op == "le" && v + 0 <= g + 0)) met = "yes" }
+      else v = "-"
+      printf "%-58s %10s %10s %4s\n", n, v, (op == "ge" ? ">= " : "<= ") g, met }'
+  }
+  local r
+  row "d12 T=1024 B=32: MFU (%)" "$(awk -v m="$(num "$d12" mfu)" -v b="$(num "$d12" B)" 'BEGIN { if (m != "-" && b == 32) printf "%.1f", 100 * m; else print "-" }')" ge 50
+  row "d48 T=1024: seconds per 1,048,576-token step" "$(awk -v t="$(num "$d48" tok_s)" 'BEGIN { if (t > 0) printf "%.2f", 1048576 / t; else print "-" }')" le 17.5
+  for r in "d12:$d12:$pt12" "d48:$d48:$pt48"; do
+    local name=${r%%:*} rest=${r#*:}
+    local tk=${rest%%:*} pt=${rest#*:}
+    row "$name tokens/s trainkit / PyTorch (same shape)" "$(awk -v a="$(num "$tk" tok_s)" -v b="$(num "$pt" tok_s)" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')" ge 1.15
+    row "$name first step / median step" "$(awk -v f="$(num "$tk" first_ms)" -v m="$(num "$tk" median_ms)" 'BEGIN { if (f > 0 && m > 0) printf "%.2f", f / m; else print "-" }')" le 2
+  done
+  row "d48 T=1024 B=16, no recompute: device memory in use (GB)" "$(awk -v g="$(num "$d48" mem_gib)" -v b="$(num "$d48" B)" 'BEGIN { if (g != "-" && b == 16) printf "%.1f", g * 1.073741824; else print "-" }')" le 100
+  echo "(attention TFLOP/s goals: the attention table below)"
+}
 {
   echo
   echo "---- trainkit vs PyTorch (same shapes; MFU = (6N + 12LCT) x tok/s / 989 TFLOP/s) ----"
@@ -378,6 +408,8 @@ num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
       "$(num "$tk" mfu)" "$(num "$pt" mfu)" "$(num "$tk" first_ms)/$(num "$tk" median_ms)" \
       "$(num "$pt" first_ms)/$(num "$pt" median_ms)"
   done <<<"$shapes"
+  echo
+  goals_table
   echo
   sed -n '/^case /,$p' <<<"$bench_out"
   [[ -n $graph_out ]] && { echo; echo "$graph_out"; }

@@ -50,12 +50,14 @@ struct bench_case {
   double mfu_goal;  // fraction of peak
 };
 
-// Goals: beat the PyTorch run trainkit replaces (d48 at ~52% MFU with torch.compile and SDPA
-// flash attention, docs/bottlenecks.md). d12 is small enough that the classifier and attention
-// keep it below the big model.
+// Goals (issue 12): beat the PyTorch run trainkit replaces (d48 at ~52% MFU with torch.compile
+// and SDPA flash attention, docs/bottlenecks.md): d12 at B=32 >= 50% MFU, d48 >= 62% (a
+// 1,048,576-token step in <= 17.5 s, against the seed run's ~21 s). gpu_check.sh derives the
+// seconds per 1M-token step, first step / median, memory and the ratio to PyTorch from the
+// result lines and prints them beside their goals.
 constexpr bench_case cases[] = {
-    {"d12", 32, 1024, 0, 0.45},
-    {"d48", 16, 1024, 0, 0.55},
+    {"d12", 32, 1024, 0, 0.50},
+    {"d48", 16, 1024, 0, 0.62},
 };
 
 // --cuda-graph: replay must never be slower (at B=32 the host launches ~700 kernels a step far
@@ -193,9 +195,9 @@ void print_result(const bench_case& c, const result& r) {
         r.tuned, r.heuristic_gemm_ms, r.tuned_gemm_ms);
     std::printf(
         "result impl=trainkit model=%s B=%d T=%d accum=1 recompute=%d attention=flash graph=%d "
-        "tok_s=%.0f mfu=%.4f median_ms=%.2f first_ms=%.2f fallbacks=%d\n",
+        "tok_s=%.0f mfu=%.4f median_ms=%.2f first_ms=%.2f fallbacks=%d mem_gib=%.2f\n",
         c.preset, r.batch, r.seq, r.recompute, r.graph ? 1 : 0, r.tok_per_s, r.mfu, r.step_ms,
-        r.first_ms, r.fallbacks);
+        r.first_ms, r.fallbacks, r.memory_gib);
   } else {
     std::printf("  %s failed: %s\n", r.name.c_str(), r.error.c_str());
   }

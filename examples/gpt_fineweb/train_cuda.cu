@@ -59,23 +59,35 @@ using cuda_async_checkpointer =
 static_assert(tk::checkpoint::defers_snapshot<cuda_async_checkpointer>,
               "the trainer must call before_update so the update waits for the snapshot");
 
+/// --attention auto: cuDNN's fused attention where this program links it, else trainkit's flash
+/// kernels; neither materialises the T x T scores.
+std::string resolved_attention(const std::string& flag) {
+  if (flag != "auto") return flag;
+#if defined(TRAINKIT_HAS_CUDNN_FRONTEND)
+  return "cudnn";
+#else
+  return "flash";
+#endif
+}
+
 /// The model's options from the flags, checked without touching the device.
 tk::model::gpt2_cuda_options cuda_model_options(const train_options& o) {
   tk::model::gpt2_cuda_options mo;
+  const std::string attention = resolved_attention(o.attention);
   // Bit-reproducible kernels everywhere except flash attention, whose backward adds dQ with fp32
   // atomics (the model refuses flash with deterministic set).
-  if (o.attention == "flash") {
+  if (attention == "flash") {
     mo.attention = tk::model::gpt2_attention::flash;
     mo.deterministic = false;
   } else {
 #if !defined(TRAINKIT_HAS_CUDNN_FRONTEND)
-    if (o.attention == "cudnn")
+    if (attention == "cudnn")
       throw tk::config_error(
           "--attention cudnn: this gpt_fineweb was built without cuDNN attention (configure with "
           "-DTRAINKIT_GPT_FINEWEB_CUDNN=ON after pip install nvidia-cudnn-frontend)");
 #endif
-    mo.attention = o.attention == "cudnn" ? tk::model::gpt2_attention::cudnn
-                                          : tk::model::gpt2_attention::naive;
+    mo.attention = attention == "cudnn" ? tk::model::gpt2_attention::cudnn
+                                        : tk::model::gpt2_attention::naive;
     mo.deterministic = true;
   }
   mo.cuda_graph = o.cuda_graph;
@@ -114,7 +126,9 @@ struct cuda_device {
     tc.dtype = tk::compute_dtype::bf16;
   }
   std::string describe(const model_type& m) const {
-    return " | " + m.device_name() + " | " + m.memory_report().to_string();
+    const char* attention[] = {"naive", "flash", "cudnn"};
+    return " | " + m.device_name() + " | attention " + attention[int(options.attention)] + " | " +
+           m.memory_report().to_string();
   }
   tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer> sync_checkpointer(
       const train_options& o) const {

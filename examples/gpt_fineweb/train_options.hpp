@@ -24,7 +24,7 @@ struct train_options {
   std::string data, val;             // shard globs; empty data = embedded corpus
   std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
-  std::string attention = "naive";  // --device cuda: naive, flash or cudnn
+  std::string attention = "auto";  // --device cuda: auto, naive, flash or cudnn
   bool cuda_graph = false;          // --device cuda: replay each micro-step as a CUDA graph
   std::string model = "d2";
   int batch = 8;                       // B (micro-batch)
@@ -96,7 +96,7 @@ struct train_options {
       throw trainkit::config_error("--threads must be >= 0 (0 = all cores): " +
                                    std::to_string(threads));
     if (steps < 0) throw trainkit::config_error("--steps must be >= 0: " + std::to_string(steps));
-    if (attention != "naive" && device != "cuda")
+    if (attention != "auto" && device != "cuda")
       throw trainkit::config_error("--attention " + attention +
                                    " needs --device cuda (the CPU model has one attention)");
     if (cuda_graph && device != "cuda")
@@ -171,10 +171,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
       ->check(CLI::IsMember({"llmc", "headerless_uint16"}));
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--attention", o.attention,
-                 "--device cuda attention kernels: naive (T x T matrices, bit-reproducible), "
-                 "flash (tiled, not bit-reproducible) or cudnn (cuDNN SDPA; builds with "
+                 "--device cuda attention kernels: auto (cudnn where this build has it, else "
+                 "flash), naive (T x T matrices, bit-reproducible), flash (tiled, not "
+                 "bit-reproducible) or cudnn (cuDNN SDPA; builds with "
                  "TRAINKIT_GPT_FINEWEB_CUDNN=ON)")
-      ->check(CLI::IsMember({"naive", "flash", "cudnn"}));
+      ->check(CLI::IsMember({"auto", "naive", "flash", "cudnn"}));
   app.add_flag("--cuda-graph", o.cuda_graph,
                "--device cuda: capture each micro-step as a CUDA graph and replay it (one launch "
                "instead of hundreds; same results)");

@@ -58,6 +58,7 @@ expect_exit(2 "^gpt_fineweb: error: --vocab [^ ]*/no-vocab: not a directory"
 expect_exit(2 "--model" --model d7)
 expect_exit(2 "--attention" --attention fast --steps 1)
 expect_exit(2 "--attention flash needs --device cuda" --attention flash --steps 1)
+expect_exit(2 "--attention naive needs --device cuda" --attention naive --steps 1)
 # ZeRO-1's sharded checkpoints are synchronous (checked before MPI starts).
 expect_flag_error("--ckpt-mode async: ZeRO-1's sharded checkpoints .*use --ckpt-mode sync or none"
                   --reducer mpi-zero1 --ckpt-mode async --ckpt-dir ${WORK}/zckpt --steps 1)
