@@ -16,12 +16,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "../optim/mock_model.hpp"
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/checkpoint/detail/chunked_writer.hpp"
 #include "trainkit/checkpoint/format.hpp"
 #include "trainkit/checkpoint/list.hpp"
 #include "trainkit/checkpoint/no_checkpoint.hpp"
@@ -439,6 +442,113 @@ TEST_F(CheckpointTest, AFailedSaveRemovesItsOwnTemporaryDirectory) {
   ck::detail::simulated_disk_space = -1;
   EXPECT_FALSE(fs::exists(dir_ / ".tmp.step_00000003"));
   EXPECT_EQ(listed_steps(dir_), std::vector<std::uint64_t>{1});
+}
+
+// tensors.bin goes out in aligned chunks, with O_DIRECT where the file system takes it: every
+// length around the block and chunk sizes must come back byte for byte, at its exact size, in
+// both modes (the test's temporary directory is on a disk that takes O_DIRECT on the machines
+// CI runs on; where it is not, the direct case checks the fallback instead).
+TEST_F(CheckpointTest, ChunkedWriterWritesExactlyTheBytesAppendedDirectOrBuffered) {
+  fs::create_directories(dir_);
+  std::mt19937 rng(5);
+  const std::size_t chunk = 2 * ck::detail::chunked_writer::block;  // small: many chunks
+  for (const bool direct : {true, false}) {
+    for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(4095), std::size_t(4096),
+                                std::size_t(4097), chunk - 1, chunk, chunk + 1, 5 * chunk + 77}) {
+      std::vector<unsigned char> want;
+      const fs::path f = dir_ / (direct ? "direct" : "buffered") / std::to_string(n);
+      fs::create_directories(f.parent_path());
+      ck::detail::chunked_writer w(f, direct, chunk);
+      // Bytes and zero runs interleaved, as tensors.bin's data and alignment padding are.
+      std::size_t left = n;
+      while (left > 0) {
+        const std::size_t k = std::min<std::size_t>(left, 1 + rng() % 3000);
+        if (rng() % 4 == 0) {
+          w.append_zeros(k);
+          want.insert(want.end(), k, 0);
+        } else {
+          std::vector<unsigned char> bytes(k);
+          for (auto& b : bytes) b = static_cast<unsigned char>(1 + rng() % 255);
+          w.append(bytes.data(), k);
+          want.insert(want.end(), bytes.begin(), bytes.end());
+        }
+        left -= k;
+      }
+      EXPECT_EQ(w.size(), n);
+      if (!direct) {
+        EXPECT_EQ(w.mode(), ck::detail::chunked_writer::io_mode::buffered);
+      }
+      w.finish();
+      ASSERT_EQ(fs::file_size(f), n) << f;
+      std::ifstream in(f, std::ios::binary);
+      std::vector<unsigned char> got(n);
+      in.read(reinterpret_cast<char*>(got.data()), std::streamsize(n));
+      EXPECT_TRUE(got == want) << f;
+    }
+  }
+}
+
+// A state laid out as tensors.bin's image in one block-aligned buffer (as the asynchronous
+// checkpointer stages it) is written straight from that buffer; the file must be byte for byte
+// the one written tensor by tensor from separate buffers, and load back the same.
+TEST_F(CheckpointTest, AStateLaidOutAsTheFilesImageWritesTheSameFile) {
+  sample_state s(21);
+  ck::checkpoint_state separate = s.view(1);
+  std::vector<float> big(5000);  // ~20 KB: several whole blocks written in place, then a tail
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = float(i) * 0.5f - 7.0f;
+  separate.tensors.push_back(tk::make_state_tensor("model.big", std::span(big), {5000}));
+  // The same tensors copied into one zeroed, 4096-aligned buffer at tensors.bin's offsets.
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t end = 0;
+  for (const auto& t : separate.tensors) {
+    const std::uint64_t at = (end + ck::tensor_alignment - 1) / ck::tensor_alignment *
+                             ck::tensor_alignment;
+    offsets.push_back(at);
+    end = at + t.bytes();
+  }
+  ASSERT_GT(end, 4 * ck::detail::chunked_writer::block);
+  const std::size_t block = ck::detail::chunked_writer::block;
+  std::unique_ptr<std::byte[]> storage(new std::byte[end + 2 * block]());
+  auto* base = reinterpret_cast<std::byte*>(
+      (reinterpret_cast<std::uintptr_t>(storage.get()) + block - 1) / block * block);
+  ck::checkpoint_state image = separate;
+  for (std::size_t i = 0; i < image.tensors.size(); ++i) {
+    auto& t = image.tensors[i];
+    if (t.bytes() == 0) continue;
+    std::memcpy(base + offsets[i], t.data, t.bytes());
+    t.data = base + offsets[i];
+  }
+  ck::write_checkpoint(dir_ / "a", separate, 0);
+  ck::write_checkpoint(dir_ / "b", image, 0);
+  auto read_all = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string a = read_all(dir_ / "a" / ck::step_dir_name(1) / ck::tensors_file_name);
+  const std::string b = read_all(dir_ / "b" / ck::step_dir_name(1) / ck::tensors_file_name);
+  EXPECT_EQ(a.size(), end);
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(read_all(dir_ / "a" / ck::step_dir_name(1) / ck::manifest_file_name),
+            read_all(dir_ / "b" / ck::step_dir_name(1) / ck::manifest_file_name));
+}
+
+TEST_F(CheckpointTest, ChunkedWriterUsesODirectOnADiskThatTakesIt) {
+#if defined(O_DIRECT)
+  fs::create_directories(dir_);
+  const fs::path probe = dir_ / "probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0644);
+  if (fd < 0) {
+    GTEST_SKIP() << "the temporary directory's file system refuses O_DIRECT";
+  }
+  ::close(fd);
+  ck::detail::chunked_writer w(dir_ / "f");
+  w.append("abc", 3);
+  w.finish();  // the first write happens here: a refused O_DIRECT would have fallen back
+  EXPECT_EQ(w.mode(), ck::detail::chunked_writer::io_mode::direct);
+  EXPECT_EQ(fs::file_size(dir_ / "f"), 3u);
+#else
+  GTEST_SKIP() << "no O_DIRECT on this platform";
+#endif
 }
 
 TEST_F(CheckpointTest, FlippedByteIsACrcErrorAndResumeFallsBack) {

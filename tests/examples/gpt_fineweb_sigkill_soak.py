@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """SIGKILL soak of gpt_fineweb's asynchronous checkpointer: kill, resume, repeat, compare.
 
-A small CPU run (d2, B=2, T=16, one thread, random data order, async checkpoints every 2 steps,
-each write ~0.5 s so almost every moment is inside a background save) is started, killed with
+A small CPU run (d2, B=2, T=16, one thread, random data order, an async checkpoint of its 80 MB
+state every step, so a background write is in flight much of the time: about half the kills land
+inside one) is started, killed with
 SIGKILL after a random delay, resumed from its checkpoint directory, and so on --kills times;
 then the last resume runs to the final step. Checked:
 
@@ -79,7 +80,7 @@ class Soak:
         cmd = [self.args.exe, "--batch", "2", "--seq", "16", "--steps", str(self.args.steps),
                "--order", "random", "--eval-every", "0", "--eval-batches", "2", "--threads", "1",
                "--no-progress", "--log-every", "1000000", "--ckpt-mode", "async",
-               "--ckpt-dir", ckpt, "--ckpt-every", "2", "--ckpt-keep", "3", "--metrics", metrics]
+               "--ckpt-dir", ckpt, "--ckpt-every", "1", "--ckpt-keep", "3", "--metrics", metrics]
         if export:
             cmd += ["--export", export]
         if resume:
