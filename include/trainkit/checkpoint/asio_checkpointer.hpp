@@ -9,10 +9,11 @@
 // host tensors; the CUDA stager queues device-to-pinned copies on a side stream) runs while the
 // next step's forward and backward read the same tensors. `before_update`, which the trainer
 // calls right before that update, is the only point that waits for the copy (copy before mutate).
-// Then a writer thread, at a low priority so that training wins the cores (thread_priority.hpp;
-// the copy stays at normal priority on its own thread, as it must be done by the update), writes
-// the snapshot with the crash-safe protocol the synchronous checkpointer
-// uses (write_checkpoint: tensors.bin in large sequential writes with per-tensor CRC-32C,
+// Then a writer thread, at `writer_priority` (normal by default, `low` on request so that
+// training wins the cores; thread_priority.hpp; the copy stays at normal priority on its own
+// thread, as it must be done by the update), writes the snapshot with the crash-safe protocol
+// the synchronous checkpointer uses (write_checkpoint: tensors.bin with O_DIRECT straight from
+// the staging area, which is laid out as the file's image, with per-tensor CRC-32C,
 // manifest last, fsync of files, rename of the directory, fsync of the parent, and only then
 // pruning beyond keep-last-K). The loop's stall is `save` itself (small), the wait in
 // `before_update` (the part of the copy that compute did not hide), and the wait when a save is
@@ -224,7 +225,7 @@ class basic_asio_checkpointer {
         copy_done->set_value();  // nothing for a host thread to copy: before_update orders
         boost::asio::post(write_pool, [task] { (*task)(); });
       } else {
-        // The copy at normal priority, then the write on the low-priority writer thread (the
+        // The copy at normal priority, then the write on the writer thread (the
         // post hands `copy_error` and the staged bytes over under the pool's lock).
         boost::asio::post(copy_pool, [this, task, copy_done, bytes] {
           copy_error = copy_into_staging(bytes);
