@@ -164,6 +164,7 @@ TEST(Hellaswag, ReadsTheOfficialFormat) {
   expect_refused(R"({"label": 0, "endings": ["a","b","c","d"]})", "ctx");
   expect_refused(R"({"ctx": "a", "label": 0, "endings": ["a","b",3,"d"]})", "ending 2");
   expect_refused("{not json", "not valid JSON");
+  expect_refused(R"({"label": 1E400})", "not valid JSON");  // out_of_range, not parse_error
   EXPECT_THROW((void)trainkit::eval::read_hellaswag(d / "missing.jsonl", bytes_of),
                trainkit::io_error);
 }

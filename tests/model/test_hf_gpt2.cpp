@@ -196,6 +196,14 @@ TEST(HfGpt2, RefusesWhatTrainkitCannotCompute) {
   nlohmann::json no_layers = good;
   no_layers.erase("n_layer");
   expect_refused(no_layers, "n_layer");
+  // A number beyond double's range: nlohmann's out_of_range, reported as a format_error too.
+  std::ofstream(d / "config.json", std::ios::trunc) << R"({"n_layer": 1E400})";
+  try {
+    (void)trainkit::model::read_hf_gpt2_config(d);
+    ADD_FAILURE() << "a number out of double's range was accepted";
+  } catch (const format_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not valid JSON"), std::string::npos) << e.what();
+  }
   write_json(d / "config.json", good);
 
   // An untied lm_head and a missing tensor, in files the reference layout would otherwise accept.

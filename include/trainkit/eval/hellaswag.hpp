@@ -70,7 +70,7 @@ std::vector<hellaswag_example> read_hellaswag(const std::filesystem::path& path,
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (overflow)
       throw format_error(where + ": not valid JSON (" + e.what() + ")");
     }
     if (!j.is_object() || !j.contains("ctx") || !j["ctx"].is_string())

@@ -149,7 +149,7 @@ class safetensors_file {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (number overflow)
       throw format_error(name() + ": header is not valid JSON (" + e.what() + ")");
     }
     if (!j.is_object()) throw format_error(name() + ": header is not a JSON object");

@@ -128,7 +128,7 @@ inline nlohmann::json read_json_file(const std::filesystem::path& path) {
   const std::string text = tokenizer::read_text_file(path);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (number overflow)
     throw format_error("'" + path.string() + "' is not valid JSON (" + e.what() + ")");
   }
 }
