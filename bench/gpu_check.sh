@@ -336,24 +336,29 @@ fineweb_end=$((SECONDS + lim_fineweb))
 # most 15 s (the d2 runs take a few seconds each; d12 gets the rest).
 share() {
   local s=$((fineweb_end - SECONDS - 5 * $1))
-  ((s > 15 && $1 < 5)) && s=15
+  ((s > 15 && $1 < 6)) && s=15
   echo $((s < 1 ? 1 : s))
 }
-step fineweb_d12_20steps "$(share 5)" '^---- report ----' "$fw" --device cuda \
+step fineweb_d12_20steps "$(share 6)" '^---- report ----' "$fw" --device cuda \
   --model d12 --batch 4 --seq 1024 --steps 20 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
   --eval-every 0 --eval-batches 2 --no-progress --log-every 5 --metrics "$out/metrics_d12.jsonl"
 # The same run with trainkit's flash attention (its report's tokens/s beside the naive run's).
-step fineweb_d12_flash "$(share 4)" '^---- report ----' "$fw" --device cuda --attention flash \
+step fineweb_d12_flash "$(share 5)" '^---- report ----' "$fw" --device cuda --attention flash \
   --model d12 --batch 4 --seq 1024 --steps 10 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
   --eval-every 0 --eval-batches 2 --no-progress --log-every 5
-step fineweb_d2_sync_ckpt "$(share 3)" 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
+step fineweb_d2_sync_ckpt "$(share 4)" 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --ckpt-every 10 --no-progress --log-every 10
-step fineweb_d2_sync_resume "$(share 2)" 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
+step fineweb_d2_sync_resume "$(share 3)" 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --resume --no-progress --log-every 10 --export "$ck/d2.bin"
-step fineweb_d2_init_from "$(share 1)" 'step' "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
+step fineweb_d2_init_from "$(share 2)" 'step' "$fw" --device cuda --init-from "$ck/d2.bin" --steps 5 \
   --no-progress --log-every 5
-step fineweb_d2_async_ckpt "$(share 0)" 'step' "$fw" --device cuda --model d2 \
+step fineweb_d2_async_ckpt "$(share 1)" 'step' "$fw" --device cuda --model d2 \
   --steps 20 --ckpt-mode async --ckpt-dir "$ck/async" --ckpt-every 5 --no-progress --log-every 10
+# ZeRO-1 over NCCL as one rank of one (MPI singleton, no mpirun): the reducer, the sharded
+# optimizer and a sharded sync checkpoint through the program.
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 step fineweb_d2_nccl_zero1 "$(share 0)" \
+  'step' "$fw" --device cuda --reducer nccl-zero1 --model d2 --steps 10 --ckpt-mode sync \
+  --ckpt-dir "$ck/zero1" --ckpt-every 5 --no-progress --log-every 5
 rm -rf "$ck"
 
 # ---- tables last (the tool's reply carries the end of stdout) ----------------------------------

@@ -149,16 +149,10 @@ int run_train_mpi(const train_options& o) {
   tk::reduce::mpi_session mpi;
   return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
     train_driver driver(o, cpu_device{}, ranks.rank, ranks.ranks);
-    if (o.reducer == "mpi-zero1") {  // ZeRO-1: the optimizer state sharded over the ranks
-      const auto zero1 = [] { return tk::reduce::mpi_zero1{}; };
-      if (o.ckpt_mode == "none")
-        return driver.run_with<tk::optim::zero1_adamw_cpu>(tk::checkpoint::no_checkpoint{}, zero1);
-      // --ckpt-mode sync (validate refuses async): every rank writes its shard of the optimizer
-      // state, rank 0 the model and one manifest that commits them (checkpoint/sharded.hpp).
-      // Rank 0 builds its checkpointer first: construction removes stale temporary folders.
-      return driver.run_with<tk::optim::zero1_adamw_cpu>(
-          ranks.rank_zero_first([&] { return cpu_device{}.sync_checkpointer(o); }), zero1);
-    }
+    if (o.reducer == "mpi-zero1")  // ZeRO-1: the optimizer state sharded over the ranks
+      return driver.run_sharded<tk::optim::zero1_adamw_cpu>(
+          [] { return tk::reduce::mpi_zero1{}; },
+          [](const tk::optim::adamw_config& a) { return tk::optim::zero1_adamw_config(a); }, ranks);
     return driver.run<tk::optim::adamw_cpu>([] { return tk::reduce::mpi_allreduce{}; }, ranks);
   });
 }

@@ -1,4 +1,4 @@
-// mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1|nccl ...`.
+// mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1|nccl|nccl-zero1`.
 //
 // Shared by the CPU reducers (main.cpp) and the NCCL one (train_cuda.cu): which rank this is,
 // which GPU a rank takes (its rank among the ranks of its node), rank 0 going first where ranks

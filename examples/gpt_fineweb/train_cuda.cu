@@ -10,7 +10,9 @@
 // compute stream, and the next update waits for the snapshot on the device, not on the host).
 // --init-from and --export read and write llm.c model files (llmc_file.hpp's span functions).
 // `--reducer nccl` (built where CMake found NCCL and MPI) runs one rank per GPU under mpirun,
-// NCCL's unique id broadcast over MPI. Compiled by nvcc: nothing here may include Eigen
+// NCCL's unique id broadcast over MPI; `--reducer nccl-zero1` the same with ZeRO-1
+// (reduce::nccl_zero1 + optim::zero1_adamw_cuda, sharded checkpoints with --ckpt-mode sync).
+// Compiled by nvcc: nothing here may include Eigen
 // (gpt2_cpu.hpp). Library errors propagate to main.cpp, which turns them into one line and exit
 // code 2.
 #include <cstdio>
@@ -39,9 +41,11 @@
 
 // ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
 #if defined(TRAINKIT_HAS_NCCL)
+#include <trainkit/optim/zero1_adamw_cuda.hpp>
 #include <trainkit/reduce/mpi_session.hpp>
 #include <trainkit/reduce/nccl_allreduce.hpp>
 #include <trainkit/reduce/nccl_mpi.hpp>
+#include <trainkit/reduce/nccl_zero1.hpp>
 
 #include "mpi_launch.hpp"
 #endif
@@ -163,32 +167,52 @@ struct cuda_device {
 };
 static_assert(device_policy<cuda_device>);
 
-// ---- data parallelism on GPUs: --reducer nccl ----
+// ---- data parallelism on GPUs: --reducer nccl, nccl-zero1 ----
 #if defined(TRAINKIT_HAS_NCCL)
+static_assert(tk::reduce::gradient_reducer_for<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
+static_assert(tk::reduce::clips_sharded_gradients<tk::reduce::nccl_zero1, tk::model::gpt2_cuda>);
+static_assert(tk::optim::optimizer_for<tk::optim::zero1_adamw_cuda, tk::model::gpt2_cuda>);
+static_assert(reports_state_bytes<tk::optim::zero1_adamw_cuda>, "the ranks line reports it");
+
 /// Makes the GPU of this rank's node-local rank current (one rank per GPU), before the model,
 /// the prefetcher's pinned ring and the communicator are made on it.
-void select_rank_gpu(const mpi_ranks& ranks) {
+void select_rank_gpu(const train_options& o, const mpi_ranks& ranks) {
   const int local = node_local_rank(), gpus = tk::cuda::device_count();
   if (local >= gpus)
-    throw tk::config_error("--reducer nccl: rank " + std::to_string(ranks.rank) + " is rank " +
-                           std::to_string(local) + " on its node, which has " +
+    throw tk::config_error("--reducer " + o.reducer + ": rank " + std::to_string(ranks.rank) +
+                           " is rank " + std::to_string(local) + " on its node, which has " +
                            std::to_string(gpus) +
                            " CUDA devices (one rank per GPU: start at most that many per node)");
   TRAINKIT_CUDA_CHECK(cudaSetDevice(local));
 }
 
-/// One rank of `mpirun -np N gpt_fineweb --device cuda --reducer nccl ...` (mpi_launch.hpp):
-/// every rank checks the flags and opens its slice of the data first (phase 1, no device), then
-/// takes its GPU and joins the NCCL clique. Never run on a GPU yet.
+/// One rank of `mpirun -np N gpt_fineweb --device cuda --reducer nccl|nccl-zero1 ...`
+/// (mpi_launch.hpp): every rank checks the flags and opens its slice of the data first (phase 1,
+/// no device), then takes its GPU and joins the NCCL clique. nccl-zero1 shards the optimizer
+/// state over the ranks (the communicator is the reducer's and the optimizer's). Never run on a
+/// GPU yet.
 int run_train_nccl(const train_options& o) {
   tk::reduce::mpi_session mpi;
   return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
     train_driver driver(o, cuda_device(o), ranks.rank, ranks.ranks);
-    std::optional<tk::reduce::nccl_communicator> comm;  // outlives the trainer's reducer
+    std::optional<tk::reduce::nccl_communicator> comm;  // outlives the trainer's policies
+    const auto join = [&] {
+      select_rank_gpu(o, ranks);
+      comm.emplace(tk::reduce::nccl_communicator_from_mpi());
+    };
+    if (o.reducer == "nccl-zero1")
+      return driver.run_sharded<tk::optim::zero1_adamw_cuda>(
+          [&] {
+            join();
+            return tk::reduce::nccl_zero1(*comm);
+          },
+          [&](const tk::optim::adamw_config& a) {
+            return tk::optim::zero1_adamw_cuda_config(a, *comm);
+          },
+          ranks);
     return driver.run<tk::optim::adamw_cuda>(
         [&] {
-          select_rank_gpu(ranks);
-          comm.emplace(tk::reduce::nccl_communicator_from_mpi());
+          join();
           return tk::reduce::nccl_allreduce(*comm);
         },
         ranks);
@@ -199,8 +223,9 @@ int run_train_nccl(const train_options& o) {
   // The flags first, as a build with NCCL would check them.
   train_driver driver(o, cuda_device(o));
   throw tk::config_error(
-      "--reducer nccl: this build has no NCCL reducer (it needs NCCL and MPI: CMake did not "
-      "find both, or TRAINKIT_NCCL / TRAINKIT_MPI / TRAINKIT_GPT_FINEWEB_NCCL was OFF)");
+      "--reducer " + o.reducer +
+      ": this build has no NCCL reducer (it needs NCCL and MPI: CMake did not find both, or "
+      "TRAINKIT_NCCL / TRAINKIT_MPI / TRAINKIT_GPT_FINEWEB_NCCL was OFF)");
 }
 #endif
 // ---- end data parallelism ----
@@ -208,7 +233,7 @@ int run_train_nccl(const train_options& o) {
 }  // namespace
 
 int run_train_cuda(const train_options& o) {
-  if (o.reducer == "nccl") return run_train_nccl(o);
+  if (o.reducer == "nccl" || o.reducer == "nccl-zero1") return run_train_nccl(o);
   return train_driver(o, cuda_device(o)).run();
 }
 

@@ -311,16 +311,38 @@ class train_driver {
                             std::move(reducer));
   }
 
-  /// Phase 2 with a checkpointer the caller chose (ZeRO-1: no_checkpoint, the only one it has).
-  template <class Optimizer, class Checkpointer, class MakeReducer>
-  int run_with(Checkpointer checkpointer, MakeReducer make_reducer) {
+  /// Phase 2 of a ZeRO-1 run, whose optimizer state is sharded over the ranks: the device check,
+  /// `make_reducer()` (a rank may select its GPU there), the checkpointer of --ckpt-mode — none,
+  /// or sync's sharded checkpoints (built by rank 0 first); async has no sharded form and
+  /// train_options::validate refuses it — then the optimizer's config, `make_config(adamw)` (it
+  /// may name the communicator make_reducer made), the model, the trainer and the run.
+  template <class Optimizer, class MakeReducer, class MakeConfig, class Ranks>
+  int run_sharded(MakeReducer make_reducer, MakeConfig make_config, const Ranks& ranks) {
     device_.check_device();
-    return train<Optimizer>(std::move(checkpointer), make_reducer());
+    auto reducer = make_reducer();
+    if (o_.ckpt_mode == "none")
+      return train<Optimizer>(trainkit::checkpoint::no_checkpoint{}, std::move(reducer),
+                              make_config(adamw_));
+    if (o_.ckpt_mode != "sync")
+      throw trainkit::config_error("--ckpt-mode " + o_.ckpt_mode + ": --reducer " + o_.reducer +
+                                   " saves sharded checkpoints with --ckpt-mode sync only");
+    // Every rank writes its shard of the optimizer state, rank 0 the model and one manifest that
+    // commits them (checkpoint/sharded.hpp). Rank 0 builds its checkpointer first: construction
+    // removes stale temporary folders.
+    return train<Optimizer>(ranks.rank_zero_first([&] { return device_.sync_checkpointer(o_); }),
+                            std::move(reducer), make_config(adamw_));
   }
 
  private:
   template <class Optimizer, class Checkpointer, class Reducer>
   int train(Checkpointer checkpointer, Reducer reducer) {
+    return train<Optimizer>(std::move(checkpointer), std::move(reducer),
+                            typename Optimizer::config_type(adamw_));
+  }
+
+  template <class Optimizer, class Checkpointer, class Reducer>
+  int train(Checkpointer checkpointer, Reducer reducer,
+            typename Optimizer::config_type optimizer_config) {
     namespace tk = trainkit;
     using trainer_type = tk::trainer<tk::data::mmap_token_source, typename Device::prefetch_recipe,
                                      model_type, Optimizer, Checkpointer, Reducer>;
@@ -330,8 +352,8 @@ class train_driver {
     device_.configure(tc, model);
     std::cout << "model " << model_config_.to_string() << " | " << model.num_parameters()
               << " parameters" << device_.describe(model) << "\n";
-    trainer_type t(std::move(tc), std::move(*train_), std::move(val_), std::move(model), adamw_,
-                   std::move(checkpointer), std::move(reducer));
+    trainer_type t(std::move(tc), std::move(*train_), std::move(val_), std::move(model),
+                   std::move(optimizer_config), std::move(checkpointer), std::move(reducer));
     train_.reset();
     device_.bind(t);
     std::cout << "batch " << o_.batch << "x" << o_.seq << " | grad accumulation "

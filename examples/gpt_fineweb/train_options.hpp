@@ -72,7 +72,8 @@ struct train_options {
   std::string vocab;  // GPT-2 encoder.json + vocab.bpe; empty = $TRAINKIT_GPT2_VOCAB
 
   // ---- data parallelism (--reducer; docs/distributed.md) ----
-  std::string reducer = "single";  // single: one process; mpi, mpi-zero1, nccl: a rank per process
+  // single: one process; mpi, mpi-zero1, nccl, nccl-zero1: a rank per process
+  std::string reducer = "single";
   // ---- end data parallelism ----
 
   /// The layout of the files a glob flag (--data or --val) names; the embedded corpus (no glob)
@@ -141,18 +142,23 @@ struct train_options {
           "cpu for now; score a model file afterwards with `eval`");
     trainkit::model::sampling_config{float(temperature), top_k, seed}.validate();
     // ---- data parallelism ----
+    const bool gpu_reducer = reducer == "nccl" || reducer == "nccl-zero1";
     if (reducer == "nccl" && device != "cuda")
       throw trainkit::config_error(
           "--reducer nccl all-reduces GPU gradients: it needs --device cuda (on the CPU: "
           "--reducer mpi)");
-    if (reducer != "single" && reducer != "nccl" && device != "cpu")
+    if (reducer == "nccl-zero1" && device != "cuda")
+      throw trainkit::config_error(
+          "--reducer nccl-zero1 shards GPU optimizer state: it needs --device cuda (on the CPU: "
+          "--reducer mpi-zero1)");
+    if (reducer != "single" && !gpu_reducer && device != "cpu")
       throw trainkit::config_error("--reducer " + reducer +
                                    " reduces CPU gradients: it needs --device cpu (on GPUs: "
-                                   "--reducer nccl)");
-    if (reducer == "mpi-zero1" && ckpt_mode == "async")
+                                   "--reducer nccl or nccl-zero1)");
+    if ((reducer == "mpi-zero1" || reducer == "nccl-zero1") && ckpt_mode == "async")
       throw trainkit::config_error(
-          "--ckpt-mode async: ZeRO-1's sharded checkpoints (--reducer mpi-zero1) are written "
-          "synchronously, every rank its shard; use --ckpt-mode sync or none");
+          "--ckpt-mode async: ZeRO-1's sharded checkpoints (--reducer " + reducer +
+          ") are written synchronously, every rank its shard; use --ckpt-mode sync or none");
     // ---- end data parallelism ----
     if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
       throw trainkit::config_error(
@@ -247,10 +253,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--reducer", o.reducer,
                  "gradient reducer: single (one process), mpi (data parallel on CPU, one rank "
                  "per process: mpirun -np N gpt_fineweb --reducer mpi ...), mpi-zero1 (the "
-                 "same with the optimizer state sharded over the ranks, ZeRO-1) or nccl (data "
-                 "parallel with --device cuda, one rank per GPU, NCCL all-reduce; never run "
-                 "on a GPU yet)")
-      ->check(CLI::IsMember({"single", "mpi", "mpi-zero1", "nccl"}));
+                 "same with the optimizer state sharded over the ranks, ZeRO-1), nccl (data "
+                 "parallel with --device cuda, one rank per GPU, NCCL all-reduce) or "
+                 "nccl-zero1 (the same with ZeRO-1 over NCCL); nccl and nccl-zero1 have never "
+                 "run on a GPU")
+      ->check(CLI::IsMember({"single", "mpi", "mpi-zero1", "nccl", "nccl-zero1"}));
   // ---- end data parallelism ----
   app.add_option("--vocab", o.vocab,
                  "directory with GPT-2 encoder.json and vocab.bpe (default $TRAINKIT_GPT2_VOCAB, "

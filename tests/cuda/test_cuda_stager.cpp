@@ -5,7 +5,9 @@
 // read it; host tensors of the state are copied inside stage(); without a guarded stream,
 // order_after_stage() returns with the copy landed; a checkpoint saved, "updated" and waited for
 // loads back into device memory with the saved bytes. Staging memory is poisoned first; the state
-// is random. Compiled by g++ (the stager is host-compilable); every test skips without a device.
+// is random. host_staged_checkpointer's sharded saves (ZeRO-1 on a GPU): a sharded state of host
+// tensors round-trips without a device (this runs everywhere), one of device tensors with one.
+// Compiled by g++ (the stager is host-compilable); the device tests skip without a device.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -23,6 +25,9 @@
 #include "gpu_test_env.hpp"
 #include "trainkit/checkpoint/asio_checkpointer.hpp"
 #include "trainkit/checkpoint/cuda_stager.hpp"
+#include "trainkit/checkpoint/host_staged_checkpointer.hpp"
+#include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/stream.hpp"
@@ -157,6 +162,101 @@ TEST(CudaStager, AsyncCheckpointOfDeviceStateLoadsBackTheSavedBytes) {
     EXPECT_EQ(back, state);
   }
   fs::remove_all(dir);
+}
+
+// ---- host_staged_checkpointer: sharded states ----
+
+using staged_sync = ck::host_staged_checkpointer<ck::sync_checkpointer>;
+static_assert(ck::sharded_checkpointer<staged_sync, ck::single_process>);
+static_assert(
+    ck::sharded_checkpointer<ck::host_staged_checkpointer<ck::no_checkpoint>, ck::single_process>);
+// The asynchronous writer has no sharded save, and the adapter does not invent one.
+static_assert(!ck::sharded_checkpointer<ck::host_staged_checkpointer<ck::asio_checkpointer>,
+                                        ck::single_process>);
+
+struct temp_dir {
+  fs::path path =
+      fs::temp_directory_path() / ("trainkit-staged-sharded-" + std::to_string(::getpid()) + "-" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  temp_dir() { fs::remove_all(path); }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// One rank of one: the common part (a model tensor, the step) and the rank's shard (a moment),
+// all host tensors: passed through to sync_checkpointer's sharded protocol and back.
+TEST(HostStagedCheckpointer, ShardedStateOfHostTensorsRoundTripsWithoutADevice) {
+  temp_dir dir;
+  std::vector<float> w = random_floats(5), m = random_floats(6);
+  w.resize(64);
+  m.resize(48);
+  std::uint64_t step = 9;
+  auto state_of = [](std::span<float> wv, std::span<float> mv, std::uint64_t& st) {
+    ck::sharded_checkpoint_state s;
+    s.common.step = st;
+    s.common.tensors = {tk::make_state_tensor("model.w", wv, {std::int64_t(wv.size())}),
+                        tk::make_state_tensor("optim.step", std::span<std::uint64_t>(&st, 1), {1})};
+    s.common.meta = {{"data_position", "x"}};
+    s.shard = {tk::make_state_tensor("optim.m", mv, {std::int64_t(mv.size())})};
+    s.range = {0, 1, 0, mv.size(), mv.size()};
+    return s;
+  };
+  ck::single_process comm;
+  staged_sync c(ck::sync_checkpointer({dir.path, 0}));
+  c.save_sharded(state_of(w, m, step), comm);
+  EXPECT_TRUE(fs::exists(dir.path / "step_00000009" / "shard_00000"));
+
+  std::vector<float> w2(w.size(), -1.0f), m2(m.size(), -1.0f);
+  std::uint64_t step2 = 0;
+  ck::sharded_checkpoint_state into = state_of(w2, m2, step2);
+  into.common.meta.clear();
+  ASSERT_TRUE(c.load_latest_sharded(into, comm));
+  EXPECT_EQ(into.common.step, 9u);
+  EXPECT_EQ(step2, 9u);
+  EXPECT_EQ(w2, w);
+  EXPECT_EQ(m2, m);
+  EXPECT_EQ(into.common.meta.at("data_position"), "x");
+}
+
+// The same with the model tensor and the moment in device memory: staged through the pinned area
+// (common first, then the shard) and copied back after the load; the device is poisoned before.
+TEST(HostStagedCheckpointer, ShardedStateOfDeviceTensorsRoundTrips) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  temp_dir dir;
+  const std::vector<float> w = random_floats(7), m = random_floats(8);
+  tk::cuda::device_buffer<float> dw(n), dm(n);
+  TRAINKIT_CUDA_CHECK(cudaMemcpy(dw.data(), w.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  TRAINKIT_CUDA_CHECK(cudaMemcpy(dm.data(), m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  std::uint64_t step = 3;
+  auto state_of = [](tk::cuda::device_buffer<float>& wv, tk::cuda::device_buffer<float>& mv,
+                     std::uint64_t& st) {
+    ck::sharded_checkpoint_state s;
+    s.common.step = st;
+    s.common.tensors = {device_tensor(wv),
+                        tk::make_state_tensor("optim.step", std::span<std::uint64_t>(&st, 1), {1})};
+    s.common.meta = {{"data_position", "x"}};
+    tk::state_tensor shard = tk::make_state_tensor("optim.m", mv.device_span(), {std::int64_t(n)});
+    shard.on_device = true;
+    s.shard = {shard};
+    s.range = {0, 1, 0, n, n};
+    return s;
+  };
+  ck::single_process comm;
+  staged_sync c(ck::sync_checkpointer({dir.path, 0}));
+  c.save_sharded(state_of(dw, dm, step), comm);
+  TRAINKIT_CUDA_CHECK(cudaMemset(dw.data(), 0xff, n * sizeof(float)));  // poison
+  TRAINKIT_CUDA_CHECK(cudaMemset(dm.data(), 0xff, n * sizeof(float)));
+  std::uint64_t step2 = 0;
+  ck::sharded_checkpoint_state into = state_of(dw, dm, step2);
+  ASSERT_TRUE(c.load_latest_sharded(into, comm));
+  EXPECT_EQ(step2, 3u);
+  std::vector<float> w2(n), m2(n);
+  TRAINKIT_CUDA_CHECK(cudaMemcpy(w2.data(), dw.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  TRAINKIT_CUDA_CHECK(cudaMemcpy(m2.data(), dm.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(w2, w);
+  EXPECT_EQ(m2, m);
 }
 
 }  // namespace

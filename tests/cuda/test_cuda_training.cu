@@ -7,8 +7,11 @@
 // deterministic mode two runs give bit-identical losses. Also: sync checkpoint through
 // host_staged_checkpointer, resumed run continues with the same losses. With NCCL: the NCCL
 // reducer over a world of one GPU gives the single-process losses bit for bit (its buckets are
-// published, reduced on its own stream and ordered back). The micro-step replayed as a CUDA graph
-// gives the eager losses bit for bit. Skips without a device.
+// published, reduced on its own stream and ordered back); ZeRO-1 over NCCL (nccl_zero1 +
+// zero1_adamw_cuda) over a world of one GPU tracks the single-process losses and norms to 1e-4,
+// holds 12 bytes of optimizer state per parameter of its shard, refuses another rank's restored
+// shard, and its sharded sync checkpoint resumes bit for bit (and resumes adamw_cuda). The
+// micro-step replayed as a CUDA graph gives the eager losses bit for bit. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -30,7 +33,12 @@
 #include "trainkit/prefetch/pinned_prefetcher.hpp"
 #include "trainkit/trainer/trainer.hpp"
 #if defined(TRAINKIT_TEST_NCCL)
+#include "trainkit/checkpoint/asio_checkpointer.hpp"
+#include "trainkit/checkpoint/cuda_stager.hpp"
+#include "trainkit/core/cuda/device.hpp"
+#include "trainkit/optim/zero1_adamw_cuda.hpp"
 #include "trainkit/reduce/nccl_allreduce.hpp"
+#include "trainkit/reduce/nccl_zero1.hpp"
 #endif
 
 namespace {
@@ -255,6 +263,202 @@ TEST(CudaTraining, NcclReducerOverOneGpuGivesTheSingleProcessLosses) {
   for (std::size_t i = 0; i < single.size(); ++i)
     EXPECT_EQ(r.steps[i].loss, single[i]) << "step " << i + 1;
   EXPECT_LT(single.back(), single.front());
+}
+
+// ---- ZeRO-1 over NCCL ----
+
+namespace ck = tk::checkpoint;
+using staged_sync = ck::host_staged_checkpointer<ck::sync_checkpointer>;
+using cuda_async = ck::basic_asio_checkpointer<ck::cuda_stager>;
+static_assert(tk::reduce::clips_sharded_gradients<tk::reduce::nccl_zero1, tk::model::gpt2_cuda>);
+static_assert(tk::reduce::rank_aware<tk::reduce::nccl_zero1>);
+static_assert(ck::save_communicator<tk::reduce::nccl_zero1>);
+static_assert(tk::optim::optimizer_for<tk::optim::zero1_adamw_cuda, tk::model::gpt2_cuda>);
+static_assert(ck::sharded_optimizer<tk::optim::zero1_adamw_cuda>);
+static_assert(!ck::sharded_optimizer<tk::optim::adamw_cuda>);
+// The DDP reducer leaves every rank the whole summed gradient: the trainer clips, not it.
+static_assert(
+    !tk::reduce::clips_sharded_gradients<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
+// Sharded checkpoints of device state: sync through the host stage; never the async writer, whose
+// thread cannot join the ranks' collectives (a trainer composing it does not compile).
+static_assert(ck::sharded_checkpointer<staged_sync, tk::reduce::nccl_zero1>);
+static_assert(!ck::sharded_checkpointer<cuda_async, tk::reduce::nccl_zero1>);
+static_assert(!ck::checkpointer_for_optimizer<cuda_async, tk::optim::zero1_adamw_cuda,
+                                              tk::reduce::nccl_zero1>);
+static_assert(ck::checkpointer_for_optimizer<ck::no_checkpoint, tk::optim::zero1_adamw_cuda,
+                                             tk::reduce::nccl_zero1>);
+
+template <class Checkpointer>
+using zero1_trainer =
+    tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinned<4>, tk::model::gpt2_cuda,
+                tk::optim::zero1_adamw_cuda, Checkpointer, tk::reduce::nccl_zero1>;
+
+// One rank: the reduction is the identity, the shard is the whole buffer and the update is
+// adamw_cuda's kernel over it. What may differ from the single-GPU composition is the norm's
+// summation order (the chunk grid's fixed tree against CUB's), hence the clip factor's last bit
+// on the steps where clipping acts: losses and norms within 1e-4 relative. An ordering error (a
+// bucket reduced before backward wrote it, the update before the norm, the all-gather before the
+// update) or a shard offset off by anything moves them by far more.
+TEST(CudaTraining, NcclZero1OverOneGpuTracksTheSingleProcessLosses) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  temp_dir dir;
+  training_setup s;
+  s.steps = 20;
+  s.shard = tk::test_ref::write_corpus_shard(dir.path.string());
+  const auto cfg = tk::model::gpt2_config::preset(s.preset);
+  tk::trainer_config tc = loop_config(s);
+  tc.total_batch_tokens = std::size_t(2) * s.batch * s.seq;  // two micro-steps per step
+  std::vector<tk::step_metrics> single;
+  {
+    gpu_trainer<tk::checkpoint::no_checkpoint> t(tc, source(s, cfg.vocab_size), std::nullopt,
+                                                 tk::model::gpt2_cuda(cfg, s.seed),
+                                                 optimizer_config(s), {});
+    single = t.run().steps;
+  }
+  const auto comm = tk::reduce::nccl_communicator::single();
+  zero1_trainer<tk::checkpoint::no_checkpoint> t(
+      tc, source(s, cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, s.seed),
+      tk::optim::zero1_adamw_cuda_config(optimizer_config(s), comm),
+      tk::checkpoint::no_checkpoint{}, tk::reduce::nccl_zero1(comm));
+  const auto r = t.run();
+  ASSERT_EQ(r.steps.size(), single.size());
+  int identical = 0, clipped = 0;
+  for (std::size_t i = 0; i < single.size(); ++i) {
+    const double loss = r.steps[i].loss, ref = single[i].loss;
+    EXPECT_LT(std::fabs(loss - ref), 1e-4 * ref) << "step " << i + 1;
+    EXPECT_LT(std::fabs(r.steps[i].grad_norm - single[i].grad_norm), 1e-4 * single[i].grad_norm)
+        << "step " << i + 1;
+    identical += loss == ref;
+    clipped += single[i].grad_norm > s.grad_clip;
+  }
+  std::printf(
+      "[ zero1 x 1 GPU ] %d of %zu steps' losses bit-identical to adamw_cuda (%d clipped)\n",
+      identical, single.size(), clipped);
+  EXPECT_GT(clipped, 0) << "the test must exercise the sharded clipping factor";
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+  // One rank's shard is the whole buffer: 12 bytes of state per parameter, as adamw_cuda.
+  const std::size_t n = t.model().num_parameters();
+  EXPECT_EQ(t.optimizer().shard(), (tk::model::gradient_range{0, n}));
+  EXPECT_EQ(t.optimizer().state_bytes(), 12 * n);
+  EXPECT_EQ(t.reducer().shard(), t.optimizer().shard());
+  // The reducer: two doubles per norm chunk (no receive buffer), plus its scalars.
+  const std::size_t chunks =
+      (n + tk::optim::norm_chunk_elements - 1) / tk::optim::norm_chunk_elements;
+  EXPECT_LE(t.reducer().buffer_bytes(), 2 * 8 * chunks + 64);
+}
+
+// The optimizer's device memory per rank is its shard's 12 bytes per element: measured by the
+// driver's free memory around its construction (cudaMalloc rounds to 2 MiB pages). A first
+// optimizer, destroyed, loads the kernels beforehand (lazy module loading takes device memory).
+TEST(CudaTraining, NcclZero1OptimizerHoldsTwelveBytesPerShardElement) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const auto cfg = tk::model::gpt2_config::preset("d2");
+  tk::model::gpt2_cuda model(cfg, 3);
+  const auto comm = tk::reduce::nccl_communicator::single();
+  { tk::optim::zero1_adamw_cuda warm_up(model, tk::optim::zero1_adamw_cuda_config({}, comm)); }
+  TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::size_t before = tk::cuda::device_memory_info().free;
+  tk::optim::zero1_adamw_cuda opt(model, tk::optim::zero1_adamw_cuda_config({}, comm));
+  TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::size_t after = tk::cuda::device_memory_info().free;
+  const std::size_t expected = 12 * opt.shard().count;
+  EXPECT_EQ(opt.state_bytes(), expected);
+  EXPECT_GE(before - after, expected);
+  EXPECT_LE(before - after, expected + 3 * (std::size_t(2) << 20));
+  std::printf("[ zero1 memory ] d2: %.1f MiB of optimizer state on 1 of 1 ranks\n",
+              double(before - after) / (1 << 20));
+}
+
+// MpiZero1.ARestoredShardOfAnotherRankIsRefused on the GPU: a descriptor naming another rank
+// (restored from a plain checkpoint of another rank) makes the next update throw, naming both.
+TEST(CudaTraining, NcclZero1RestoredShardOfAnotherRankIsRefused) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  tk::model::gpt2_cuda model(tk::model::gpt2_config::preset("d2"), 3);
+  model.zero_grad();
+  const auto comm = tk::reduce::nccl_communicator::single();
+  tk::optim::zero1_adamw_cuda opt(model, tk::optim::zero1_adamw_cuda_config({}, comm));
+  tk::cuda::execution_context ctx;
+  tk::cuda::device_buffer<float> norm_and_factor(2);
+  const float unclipped[2] = {0.0f, 1.0f};
+  tk::cuda::copy_to_device(norm_and_factor.data(), std::span<const float>(unclipped), ctx.stream());
+  opt.update(model, 1e-3f, {norm_and_factor.data()}, ctx);  // its own shard: fine
+  ctx.synchronize();
+  for (auto& st : opt.state()) {
+    if (st.name != "optim.zero1.shard") continue;
+    ASSERT_EQ(st.shape, std::vector<std::int64_t>{4});
+    reinterpret_cast<std::uint64_t*>(st.data)[1] = std::uint64_t(opt.world_size());  // no rank
+  }
+  try {
+    opt.update(model, 1e-3f, {norm_and_factor.data()}, ctx);
+    FAIL() << "another rank's shard was accepted";
+  } catch (const tk::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 of 1's shard"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tk::optim::zero1_adamw_cuda(model, tk::optim::zero1_adamw_cuda_config{}),
+               tk::config_error)
+      << "no communicator";
+}
+
+// A sharded checkpoint of device state (host_staged_checkpointer<sync_checkpointer>): 6 steps,
+// saved, a new trainer resumes to 12 with the straight run's losses bit for bit; adamw_cuda
+// resumes the same checkpoint (its shards reassembled into optim.master/m/v) to 1e-4.
+TEST(CudaTraining, NcclZero1SyncCheckpointResumesExactly) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  temp_dir dir;
+  training_setup s;
+  s.steps = 12;
+  s.shard = tk::test_ref::write_corpus_shard((dir.path / "data").string());
+  const auto cfg = tk::model::gpt2_config::preset(s.preset);
+  const auto comm = tk::reduce::nccl_communicator::single();
+  const fs::path ckpt = dir.path / "ckpt";
+  auto make = [&](bool resume) {
+    tk::trainer_config tc = loop_config(s);
+    tc.resume = resume;
+    tc.ckpt_at_end = true;
+    return std::make_unique<zero1_trainer<staged_sync>>(
+        tc, source(s, cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, s.seed),
+        tk::optim::zero1_adamw_cuda_config(optimizer_config(s), comm),
+        staged_sync(ck::sync_checkpointer({ckpt, 0})), tk::reduce::nccl_zero1(comm));
+  };
+  std::vector<double> straight;
+  {
+    zero1_trainer<tk::checkpoint::no_checkpoint> t(
+        loop_config(s), source(s, cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, s.seed),
+        tk::optim::zero1_adamw_cuda_config(optimizer_config(s), comm), {},
+        tk::reduce::nccl_zero1(comm));
+    for (const auto& m : t.run().steps) straight.push_back(m.loss);
+  }
+  {
+    auto t = make(false);
+    t->on_step([](const tk::step_metrics& m) { return m.step < 6; });  // stop (and save) at 6
+    const auto r = t->run();
+    ASSERT_TRUE(r.stopped);
+    ASSERT_EQ(r.last_step, 6u);
+  }
+  ASSERT_TRUE(fs::exists(ckpt / "step_00000006" / "shard_00000"))
+      << "a sharded checkpoint has one folder per rank";
+  {
+    auto t = make(true);
+    const auto r = t->run();
+    ASSERT_TRUE(r.resumed);
+    ASSERT_EQ(r.steps.size(), 6u);
+    for (std::size_t i = 0; i < 6; ++i)
+      EXPECT_EQ(r.steps[i].loss, straight[6 + i]) << "resumed step " << 7 + i;
+  }
+  // adamw_cuda (one GPU, no ZeRO) resumes the step-6 checkpoint, its shards reassembled (the
+  // resumed run above saved step 12 at its end: removed, so step 6 is the newest).
+  fs::remove_all(ckpt / "step_00000012");
+  tk::trainer_config tc = loop_config(s);
+  tc.resume = true;
+  gpu_trainer<staged_sync> plain(tc, source(s, cfg.vocab_size), std::nullopt,
+                                 tk::model::gpt2_cuda(cfg, s.seed), optimizer_config(s),
+                                 staged_sync(ck::sync_checkpointer({ckpt, 0})));
+  const auto r = plain.run();
+  ASSERT_TRUE(r.resumed);
+  ASSERT_EQ(r.steps.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_LT(std::fabs(r.steps[i].loss - straight[6 + i]), 1e-4 * straight[6 + i])
+        << "adamw_cuda resuming ZeRO-1's step 6, step " << 7 + i;
 }
 #endif
 

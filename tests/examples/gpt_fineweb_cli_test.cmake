@@ -62,6 +62,16 @@ expect_exit(2 "--attention naive needs --device cuda" --attention naive --steps 
 # ZeRO-1's sharded checkpoints are synchronous (checked before MPI starts).
 expect_flag_error("--ckpt-mode async: ZeRO-1's sharded checkpoints .*use --ckpt-mode sync or none"
                   --reducer mpi-zero1 --ckpt-mode async --ckpt-dir ${WORK}/zckpt --steps 1)
+# The GPU twin: the same refusal, checked before CUDA, MPI or NCCL are looked at (so in any build),
+# and its device named. Nothing may be written before the refusal.
+expect_flag_error("--ckpt-mode async: ZeRO-1's sharded checkpoints \\(--reducer nccl-zero1\\) .*use --ckpt-mode sync or none"
+                  --device cuda --reducer nccl-zero1 --ckpt-mode async --ckpt-dir ${WORK}/nzckpt
+                  --steps 1)
+if(EXISTS ${WORK}/nzckpt)
+  string(APPEND failures "--reducer nccl-zero1 --ckpt-mode async created its --ckpt-dir\n")
+endif()
+expect_flag_error("--reducer nccl-zero1 shards GPU optimizer state: it needs --device cuda \\(on the CPU: --reducer mpi-zero1\\)"
+                  --reducer nccl-zero1 --steps 1)
 expect_exit(2 "--sample needs a trained model" --sample 3)
 expect_exit(2 "missing-model\\.bin" --init-from ${WORK}/missing-model.bin --steps 1)
 

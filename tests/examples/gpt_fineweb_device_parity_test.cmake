@@ -46,6 +46,10 @@ set(quick --steps 1 --eval-every 0 --no-progress)
 expect_exit(2 "^gpt_fineweb: error: --attention flash needs --device cuda" --attention flash
             ${quick})
 expect_exit(2 "^gpt_fineweb: error: --reducer nccl .*needs --device cuda" --reducer nccl ${quick})
+expect_exit(2 "^gpt_fineweb: error: --reducer nccl-zero1 .*needs --device cuda" --reducer nccl-zero1
+            ${quick})
+expect_exit(2 "^gpt_fineweb: error: --reducer mpi-zero1 .*needs --device cpu" --device cuda
+            --reducer mpi-zero1 ${quick})
 expect_exit(2 "^gpt_fineweb: error: --reducer mpi .*needs --device cpu" --device cuda --reducer mpi
             ${quick})
 expect_exit(2 "^gpt_fineweb: error: --sample-every: .*--device cpu" --device cuda --sample 4
@@ -60,13 +64,17 @@ if(NCCL)
               --reducer nccl --ckpt-mode sync ${quick})
   expect_exit(2 "^gpt_fineweb: error: --grad-clip must be finite and >= 0 \\(0 = off\\): -1$"
               --device cuda --reducer nccl --grad-clip -1 ${quick})
+  expect_exit(2 "^gpt_fineweb: error: --ckpt-mode sync needs --ckpt-dir DIR$" --device cuda
+              --reducer nccl-zero1 --ckpt-mode sync ${quick})
+  expect_exit(2 "^gpt_fineweb: error: --grad-clip must be finite and >= 0 \\(0 = off\\): -1$"
+              --device cuda --reducer nccl-zero1 --grad-clip -1 ${quick})
 endif()
 
 # A correct run: no GPU here ends cleanly naming --device; a GPU trains.
-foreach(reducer single nccl)
-  if(reducer STREQUAL "nccl" AND NOT NCCL)
-    expect_exit(2 "^gpt_fineweb: error: --reducer nccl: this build has no NCCL" --device cuda
-                --reducer nccl ${quick})
+foreach(reducer single nccl nccl-zero1)
+  if(reducer MATCHES "^nccl" AND NOT NCCL)
+    expect_exit(2 "^gpt_fineweb: error: --reducer ${reducer}: this build has no NCCL" --device cuda
+                --reducer ${reducer} ${quick})
     continue()
   endif()
   execute_process(COMMAND ${EXE} --device cuda --reducer ${reducer} ${quick}

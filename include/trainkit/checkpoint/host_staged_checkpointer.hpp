@@ -11,7 +11,9 @@
 // checkpointer that reads its state after `save` returns (defers_snapshot) reads this pinned
 // area, not the model: the model may change at once, and this adapter lets the inner copy finish
 // before it overwrites or frees the area. Host tensors are passed through uncopied, so such an
-// adapter forwards `before_update` too.
+// adapter forwards `before_update` too. When the inner checkpointer saves sharded states (ZeRO-1:
+// sync_checkpointer), so does the adapter: `save_sharded` / `load_latest_sharded` stage the common
+// and the shard's device tensors alike and forward the collective calls.
 // Host-compilable (cuda_runtime.h only).
 #pragma once
 
@@ -40,12 +42,7 @@ class host_staged_checkpointer {
   void save(const checkpoint_state& state) {
     stopwatch clock;
     checkpoint_state host = stage(state);
-    for (std::size_t i = 0; i < state.tensors.size(); ++i) {
-      const state_tensor& t = state.tensors[i];
-      if (t.on_device && t.bytes() > 0)
-        TRAINKIT_CUDA_CHECK(
-            cudaMemcpy(host.tensors[i].data, t.data, t.bytes(), cudaMemcpyDeviceToHost));
-    }
+    copy_to_host(state.tensors, host.tensors);
     try {
       inner_.save(host);
     } catch (...) {
@@ -58,14 +55,40 @@ class host_staged_checkpointer {
   bool load_latest(checkpoint_state& state) {
     checkpoint_state host = stage(state);
     if (!inner_.load_latest(host)) return false;
-    for (std::size_t i = 0; i < state.tensors.size(); ++i) {
-      const state_tensor& t = state.tensors[i];
-      if (t.on_device && t.bytes() > 0)
-        TRAINKIT_CUDA_CHECK(
-            cudaMemcpy(t.data, host.tensors[i].data, t.bytes(), cudaMemcpyHostToDevice));
-    }
+    copy_to_device(host.tensors, state.tensors);
     state.step = host.step;
     state.meta = std::move(host.meta);
+    return true;
+  }
+
+  /// The inner checkpointer's sharded save (collective over `comm`) of a host copy of `state`.
+  template <save_communicator Comm>
+  requires sharded_checkpointer<C, Comm>
+  void save_sharded(const sharded_checkpoint_state& state, Comm& comm) {
+    stopwatch clock;
+    sharded_checkpoint_state host = stage(state);
+    copy_to_host(state.common.tensors, host.common.tensors);
+    copy_to_host(state.shard, host.shard);
+    try {
+      inner_.save_sharded(host, comm);
+    } catch (...) {
+      last_stall_ms_ = clock.elapsed_ms();
+      throw;
+    }
+    last_stall_ms_ = clock.elapsed_ms();
+  }
+
+  /// The inner checkpointer's sharded load (collective over `comm`) into a host copy of `state`,
+  /// copied back to the device tensors.
+  template <save_communicator Comm>
+  requires sharded_checkpointer<C, Comm>
+  bool load_latest_sharded(sharded_checkpoint_state& state, Comm& comm) {
+    sharded_checkpoint_state host = stage(state);
+    if (!inner_.load_latest_sharded(host, comm)) return false;
+    copy_to_device(host.common.tensors, state.common.tensors);
+    copy_to_device(host.shard, state.shard);
+    state.common.step = host.common.step;
+    state.common.meta = std::move(host.common.meta);
     return true;
   }
 
@@ -86,26 +109,65 @@ class host_staged_checkpointer {
  private:
   // A copy of `state` whose device tensors point into the pinned area (host tensors unchanged).
   checkpoint_state stage(const checkpoint_state& state) {
+    reserve(total_device_bytes(state.tensors));
+    return {state.step, point_into_staging(state.tensors, 0), state.meta};
+  }
+
+  // The same for a sharded state: the common tensors first, then the shard's.
+  sharded_checkpoint_state stage(const sharded_checkpoint_state& state) {
+    const std::size_t common = total_device_bytes(state.common.tensors);
+    reserve(common + total_device_bytes(state.shard));
+    return {{state.common.step, point_into_staging(state.common.tensors, 0), state.common.meta},
+            point_into_staging(state.shard, common),
+            state.range};
+  }
+
+  // A pinned area of at least `total` bytes, once the inner checkpointer is done reading it.
+  void reserve(std::size_t total) {
     if constexpr (defers_snapshot<C>) inner_.before_update();  // done reading the pinned area
-    std::size_t total = 0;
-    for (const auto& t : state.tensors)
-      if (t.on_device) total += round_up(t.bytes());
     if (total > staging_.size()) {
       staging_ = cuda::pinned_buffer<std::byte>();
       staging_ = cuda::pinned_buffer<std::byte>(total);
     }
-    checkpoint_state host{state.step, {}, state.meta};
-    std::size_t offset = 0;
-    for (const auto& t : state.tensors) {
+  }
+
+  // Copies of `tensors` whose device tensors point into the pinned area from byte `offset` on.
+  std::vector<state_tensor> point_into_staging(const std::vector<state_tensor>& tensors,
+                                               std::size_t offset) {
+    std::vector<state_tensor> host;
+    for (const auto& t : tensors) {
       state_tensor h = t;
       if (t.on_device) {
         h.data = t.bytes() > 0 ? staging_.data() + offset : nullptr;
         h.on_device = false;
         offset += round_up(t.bytes());
       }
-      host.tensors.push_back(std::move(h));
+      host.push_back(std::move(h));
     }
     return host;
+  }
+
+  static std::size_t total_device_bytes(const std::vector<state_tensor>& tensors) {
+    std::size_t total = 0;
+    for (const auto& t : tensors)
+      if (t.on_device) total += round_up(t.bytes());
+    return total;
+  }
+
+  static void copy_to_host(const std::vector<state_tensor>& device,
+                           const std::vector<state_tensor>& host) {
+    for (std::size_t i = 0; i < device.size(); ++i)
+      if (device[i].on_device && device[i].bytes() > 0)
+        TRAINKIT_CUDA_CHECK(
+            cudaMemcpy(host[i].data, device[i].data, device[i].bytes(), cudaMemcpyDeviceToHost));
+  }
+
+  static void copy_to_device(const std::vector<state_tensor>& host,
+                             const std::vector<state_tensor>& device) {
+    for (std::size_t i = 0; i < device.size(); ++i)
+      if (device[i].on_device && device[i].bytes() > 0)
+        TRAINKIT_CUDA_CHECK(
+            cudaMemcpy(device[i].data, host[i].data, device[i].bytes(), cudaMemcpyHostToDevice));
   }
 
   static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }

@@ -71,6 +71,59 @@ concept bf16_device_model =
     model::parameter_holder<M> && std::same_as<typename M::memory_space, device_memory> &&
     std::same_as<typename M::parameter_type, trainkit::bf16>;
 
+namespace detail {
+
+/// The update kernel's segment table for a buffer of `n` elements described by `layout`:
+/// decay_segments (adamw_cpu's ranges), each cut into kernels::update_chunk-element chunks
+/// numbered consecutively. Throws config_error, prefixed by `who`, for a layout the kernel cannot
+/// take. Shared by adamw_cuda (the whole buffer) and zero1_adamw_cuda (the layout clipped to a
+/// shard).
+inline kernels::segment_table adamw_segment_table(std::span<const tensor_info> layout,
+                                                  std::size_t n, const adamw_config& config,
+                                                  const std::string& who) {
+  const std::vector<decay_segment> ranges = decay_segments(layout, n, config.decay_roles, who);
+  if (ranges.size() > std::size_t(kernels::max_segments))
+    throw config_error(who + ": the parameter layout splits into " + std::to_string(ranges.size()) +
+                       " segments; the update kernel takes at most " +
+                       std::to_string(kernels::max_segments));
+  kernels::segment_table table{};
+  std::uint64_t chunks = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const decay_segment& r = ranges[i];
+    table.seg[i] = {r.begin, r.end, std::uint32_t(chunks), r.decay ? config.weight_decay : 0.0f};
+    chunks += (r.end - r.begin + kernels::update_chunk - 1) / kernels::update_chunk;
+  }
+  if (chunks > 0x7fffffffull)
+    throw config_error(who + ": " + std::to_string(n) +
+                       " parameters need more blocks than one launch allows");
+  table.count = int(ranges.size());
+  table.total_chunks = std::uint32_t(chunks);
+  return table;
+}
+
+/// The host-computed constants of update number `step` (1 for the first): adamw_cpu's bias
+/// corrections in double, rounded to float as it does.
+inline kernels::update_constants adamw_step_constants(const adamw_config& config,
+                                                      const adamw_cuda_options& options,
+                                                      std::uint64_t step) {
+  const double t = static_cast<double>(step);
+  kernels::update_constants k;
+  k.lr = 0.0f;  // the caller's
+  k.beta1 = config.beta1;
+  k.one_minus_beta1 = 1.0f - config.beta1;
+  k.beta2 = config.beta2;
+  k.one_minus_beta2 = 1.0f - config.beta2;
+  k.bias1 = static_cast<float>(1.0 - std::pow(double(config.beta1), t));
+  k.bias2 = static_cast<float>(1.0 - std::pow(double(config.beta2), t));
+  k.eps = config.eps;
+  k.stochastic_rounding = options.stochastic_rounding;
+  k.seed = options.seed;
+  k.step = step;
+  return k;
+}
+
+}  // namespace detail
+
 class adamw_cuda {
   using bf16_t = kernels::bf16_t;
 
@@ -93,7 +146,7 @@ class adamw_cuda {
         layout_(model.parameter_layout().begin(), model.parameter_layout().end()),
         n_(static_cast<std::size_t>(model.num_parameters())) {
     config_.validate();
-    build_segments();
+    table_ = detail::adamw_segment_table(layout_, n_, config_, "adamw_cuda");
     master_ = cuda::device_buffer<float>(n_);
     m_ = cuda::device_buffer<float>(n_);
     v_ = cuda::device_buffer<float>(n_);
@@ -194,19 +247,8 @@ class adamw_cuda {
   template <class M>
   void launch_update(M& model, float lr, const float* norm_and_factor, cudaStream_t s) {
     ++step_;
-    const double t = static_cast<double>(step_);
-    kernels::update_constants k;
+    kernels::update_constants k = detail::adamw_step_constants(config_, options_, step_);
     k.lr = lr;
-    k.beta1 = config_.beta1;
-    k.one_minus_beta1 = 1.0f - config_.beta1;
-    k.beta2 = config_.beta2;
-    k.one_minus_beta2 = 1.0f - config_.beta2;
-    k.bias1 = static_cast<float>(1.0 - std::pow(double(config_.beta1), t));
-    k.bias2 = static_cast<float>(1.0 - std::pow(double(config_.beta2), t));
-    k.eps = config_.eps;
-    k.stochastic_rounding = options_.stochastic_rounding;
-    k.seed = options_.seed;
-    k.step = step_;
     kernels::adamw_update(as_device(model.parameters().data()), master_.data(), m_.data(),
                           v_.data(), as_device(model.gradients().data()), norm_and_factor, table_,
                           k, s);
@@ -223,31 +265,6 @@ class adamw_cuda {
                          " parameters, the optimizer was built for " + std::to_string(n_));
     kernels::bf16_to_float(master_.data(), as_device(params.data()), n_, stream_.get());
     stream_.synchronize();
-  }
-
-  // decay_segments (adamw_cpu's ranges), each cut into kernels::update_chunk-element chunks
-  // numbered consecutively.
-  void build_segments() {
-    const std::vector<decay_segment> ranges =
-        decay_segments(layout_, n_, config_.decay_roles, "adamw_cuda");
-    std::vector<kernels::update_segment> segs;
-    for (const decay_segment& r : ranges)
-      segs.push_back({r.begin, r.end, 0, r.decay ? config_.weight_decay : 0.0f});
-    if (segs.size() > std::size_t(kernels::max_segments))
-      throw config_error(
-          "adamw_cuda: the parameter layout splits into " + std::to_string(segs.size()) +
-          " segments; the update kernel takes at most " + std::to_string(kernels::max_segments));
-    std::uint64_t chunks = 0;
-    for (std::size_t i = 0; i < segs.size(); ++i) {
-      segs[i].first_chunk = std::uint32_t(chunks);
-      chunks += (segs[i].end - segs[i].begin + kernels::update_chunk - 1) / kernels::update_chunk;
-      table_.seg[i] = segs[i];
-    }
-    if (chunks > 0x7fffffffull)
-      throw config_error("adamw_cuda: " + std::to_string(n_) +
-                         " parameters need more blocks than one launch allows");
-    table_.count = int(segs.size());
-    table_.total_chunks = std::uint32_t(chunks);
   }
 
   adamw_config config_;

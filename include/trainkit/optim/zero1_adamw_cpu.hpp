@@ -83,7 +83,7 @@ class basic_zero1_adamw_cpu {
       : comm_(config.comm),
         n_(static_cast<std::size_t>(model.num_parameters())),
         shard_(zero1_shard(n_, comm_.size(), comm_.rank())),
-        layout_(clip_layout(model.parameter_layout(), shard_)),
+        layout_(zero1_clip_layout(model.parameter_layout(), shard_)),
         inner_(shard_view{{}, {}, layout_, shard_.count}, config.adamw),
         descriptor_{std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()), shard_.offset,
                     shard_.count} {
@@ -165,17 +165,6 @@ class basic_zero1_adamw_cpu {
   std::size_t state_bytes() const noexcept { return inner_.state_bytes(); }
 
  private:
-  static std::vector<tensor_info> clip_layout(std::span<const tensor_info> layout,
-                                              model::gradient_range shard) {
-    std::vector<tensor_info> out;
-    for (const tensor_info& t : layout) {
-      const std::size_t lo = std::max(t.offset, shard.offset);
-      const std::size_t hi = std::min(t.offset + t.numel(), shard.offset + shard.count);
-      if (hi > lo) out.push_back({t.name, {std::int64_t(hi - lo)}, lo - shard.offset, t.role});
-    }
-    return out;
-  }
-
   void check_descriptor() const {
     const std::uint64_t mine[4] = {std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()),
                                    shard_.offset, shard_.count};

@@ -100,12 +100,11 @@ class mpi_zero1 {
     }
     ready_.assign(plans_.size(), false);
     // The norm: one partial sum per chunk of the grid, each rank computing those of its shard.
-    const std::size_t chunk = optim::norm_chunk_elements;
     chunk_counts_.clear();
     chunk_displs_.clear();
     int displ = 0;
     for (const model::gradient_range& s : shards_) {
-      const std::size_t chunks = (s.count + chunk - 1) / chunk;  // s.offset is on the grid
+      const std::size_t chunks = optim::zero1_norm_chunks(s).count;
       if (chunks > std::size_t(INT_MAX - displ))
         throw config_error("mpi_zero1: " + std::to_string(n_) +
                            " gradients are too many norm "
@@ -168,7 +167,7 @@ class mpi_zero1 {
     if (reinterpret_cast<const std::byte*>(grads.data()) != base_ || grads.size() != n_)
       throw config_error("mpi_zero1: clip() of a gradient buffer it was not attached to");
     const std::size_t chunk = optim::norm_chunk_elements;
-    const std::size_t first = shard_.offset / chunk;
+    const std::size_t first = optim::zero1_norm_chunks(shard_).offset;
     const auto mine = std::ptrdiff_t(chunk_counts_[std::size_t(comm_.rank())]);
     double* out = partials_.data() + chunk_displs_[std::size_t(comm_.rank())];
 #pragma omp parallel for schedule(static)
@@ -227,13 +226,10 @@ class mpi_zero1 {
       const std::size_t begin = r.offset + done;
       const std::size_t end = begin + std::min<std::size_t>(r.count - done, INT_MAX);
       piece p{begin, std::vector<int>(shards_.size(), 0), 0};
-      for (std::size_t k = 0; k < shards_.size(); ++k) {
-        const std::size_t lo = std::max(begin, shards_[k].offset);
-        const std::size_t hi = std::min(end, shards_[k].offset + shards_[k].count);
-        if (hi > lo) p.counts[k] = int(hi - lo);
-      }
-      const std::size_t lo = std::max(begin, shard_.offset);
-      p.received_offset = lo >= shard_.offset + shard_.count ? 0 : lo - shard_.offset;
+      for (const optim::zero1_piece& q : optim::zero1_pieces({begin, end - begin}, shards_))
+        p.counts[std::size_t(q.owner)] = int(q.count);
+      const model::gradient_range mine = optim::zero1_overlap({begin, end - begin}, shard_);
+      p.received_offset = mine.count == 0 ? 0 : mine.offset - shard_.offset;
       plan.push_back(std::move(p));
       done = end - r.offset;
     }

@@ -40,6 +40,7 @@
 #include "trainkit/model/step_protocol.hpp"
 #include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/detail/nccl_check.hpp"
+#include "trainkit/reduce/detail/nccl_scalars.hpp"
 
 namespace trainkit::reduce {
 
@@ -96,45 +97,12 @@ class nccl_allreduce {
   int rank() const noexcept { return comm_->rank(); }
   int world_size() const noexcept { return comm_->world_size(); }
 
-  /// Element-wise sum over ranks, in place (every rank gets the same bits: NCCL reduces each
-  /// element once and broadcasts it). Collective; waits on the host.
-  void sum(std::span<double> values) {
-    if (values.empty()) return;
-    double* d = scalars(values.size());
-    const cudaStream_t s = comm_stream();
-    TRAINKIT_CUDA_CHECK(
-        cudaMemcpyAsync(d, values.data(), values.size_bytes(), cudaMemcpyHostToDevice, s));
-    detail::nccl_check(ncclAllReduce(d, d, values.size(), ncclFloat64, ncclSum, comm_->get(), s),
-                       "ncclAllReduce (sum)", comm_->get());
-    TRAINKIT_CUDA_CHECK(
-        cudaMemcpyAsync(values.data(), d, values.size_bytes(), cudaMemcpyDeviceToHost, s));
-    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
-  }
-
-  /// The mean of x over ranks: gathered, summed in rank order, divided by the number of ranks,
-  /// the same bits on every rank. Collective; waits on the host.
+  /// The rank-aware hooks (detail/nccl_scalars.hpp): collective, each waits on the host.
+  void sum(std::span<double> values) { scalars_.sum(comm_->get(), comm_stream(), values); }
   double average(double x) {
-    const std::size_t n = std::size_t(world_size());
-    double* d = scalars(n + 1);
-    const cudaStream_t s = comm_stream();
-    TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(d + n, &x, sizeof x, cudaMemcpyHostToDevice, s));
-    detail::nccl_check(ncclAllGather(d + n, d, 1, ncclFloat64, comm_->get(), s), "ncclAllGather",
-                       comm_->get());
-    std::vector<double> all(n);
-    TRAINKIT_CUDA_CHECK(
-        cudaMemcpyAsync(all.data(), d, n * sizeof(double), cudaMemcpyDeviceToHost, s));
-    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(s));
-    double sum = 0;
-    for (double v : all) sum += v;
-    return sum / double(n);
+    return scalars_.average(comm_->get(), comm_stream(), world_size(), x);
   }
-
-  /// True on every rank when it is true on one. Collective; waits on the host.
-  bool any(bool flag) {
-    double v = flag ? 1.0 : 0.0;
-    sum(std::span<double>(&v, 1));
-    return v != 0.0;
-  }
+  bool any(bool flag) { return scalars_.any(comm_->get(), comm_stream(), flag); }
 
   /// Keeps where the model's bf16 gradients are (device memory), how they are bucketed, and the
   /// compute stream; creates the communication stream and one event per bucket.
@@ -212,12 +180,6 @@ class nccl_allreduce {
     return comm_stream_->get();
   }
 
-  /// Device scratch for the scalar hooks, at least n doubles.
-  double* scalars(std::size_t n) {
-    if (scalars_.size() < n) scalars_ = cuda::device_buffer<double>(std::max<std::size_t>(n, 16));
-    return scalars_.data();
-  }
-
   const nccl_communicator* comm_;
   trainkit::bf16* base_ = nullptr;  // gradients() of the attached model, device memory
   cudaStream_t compute_ = nullptr;
@@ -226,7 +188,7 @@ class nccl_allreduce {
   std::optional<cuda::stream> comm_stream_;
   std::vector<cuda::event> bucket_done_;  // per bucket: its last writer on the compute stream
   std::optional<cuda::event> reduced_;    // all of the step's reductions on the comm stream
-  cuda::device_buffer<double> scalars_;   // the rank-aware hooks' values
+  detail::nccl_scalars scalars_;          // the rank-aware hooks
 };
 
 static_assert(rank_aware<nccl_allreduce>);

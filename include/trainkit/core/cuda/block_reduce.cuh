@@ -34,6 +34,24 @@ __device__ inline float block_sum(float v, float* scratch) {
   return total;
 }
 
+/// The same in double (norms summed in double: optim, reduce/nccl_zero1.hpp); `scratch` holds
+/// ≥ 32 doubles.
+__device__ inline double warp_sum(double v) {
+  for (int o = warp_size / 2; o > 0; o /= 2) v += __shfl_xor_sync(full_mask, v, o);
+  return v;
+}
+__device__ inline double block_sum(double v, double* scratch) {
+  const int lane = threadIdx.x % warp_size, warp = threadIdx.x / warp_size;
+  const int warps = blockDim.x / warp_size;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  return total;
+}
+
 __device__ inline float block_max(float v, float* scratch) {
   const int lane = threadIdx.x % warp_size, warp = threadIdx.x / warp_size;
   const int warps = blockDim.x / warp_size;

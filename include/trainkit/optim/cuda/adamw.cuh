@@ -64,6 +64,9 @@ struct update_constants {
   bool stochastic_rounding = false;
   std::uint64_t seed = 0;  // stochastic rounding: hashed with the element index and the step
   std::uint64_t step = 0;
+  // Added to the element index the stochastic rounding hashes: a kernel over a shard of the
+  // buffer (ZeRO-1) passes the shard's offset, so each element rounds as in the whole-buffer run.
+  std::uint64_t index_offset = 0;
 };
 
 // ---- master weights --------------------------------------------------------------------------
@@ -184,8 +187,9 @@ __global__ void __launch_bounds__(update_threads)
     m[i] = mi;
     v[i] = vi;
     master[i] = updated;
-    params[i] = to_bf16(updated, k.stochastic_rounding,
-                        k.stochastic_rounding ? rounding_bits(k.seed, k.step, i) : 0u);
+    params[i] =
+        to_bf16(updated, k.stochastic_rounding,
+                k.stochastic_rounding ? rounding_bits(k.seed, k.step, k.index_offset + i) : 0u);
   }
 }
 
