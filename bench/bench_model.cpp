@@ -3,8 +3,9 @@
 // Goal (issue 2): a full training step (forward + backward + AdamW) at >= 3x llm.c's CPU trainer
 // on the same 2 cores: llm.c does ~790 tok/s (d2) and ~190 tok/s (d6), so the goals are
 // >= 2370 and >= 570 tok/s. Each benchmark reports tok/s, the goal, and the GFLOP/s the step
-// achieves by DESIGN.md's count (flops_per_token(T) · tok/s), to compare with the ~200 GFLOP/s
-// Eigen's sgemm reaches here. `fwd_bwd` runs without the optimizer to show its share.
+// achieves by the count of docs/architecture.md, "Accounting and MFU" (flops_per_token(T) ·
+// tok/s), to compare with the ~200 GFLOP/s Eigen's sgemm reaches here. `fwd_bwd` runs without
+// the optimizer to show its share.
 // Figures are wall time (UseRealTime); the CPU column is the whole process's (all OpenMP threads),
 // so a wall time well above CPU/threads shows the threads waited for cores another process held.
 // Build with -march=native (or at least AVX2+FMA): without it Eigen falls back to SSE2 and the

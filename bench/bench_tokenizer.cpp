@@ -145,8 +145,8 @@ BENCHMARK(BM_prepare_jsonl_all_cores)->Unit(benchmark::kMillisecond)->UseRealTim
 
 int main(int argc, char** argv) {
   if (!vocab_dir()) {
-    std::cout << "bench_tokenizer: GPT-2 vocabulary not found (set TRAINKIT_GPT2_VOCAB or put "
-                 "encoder.json + vocab.bpe in ../shared/data/gpt2); nothing measured\n";
+    std::cout << "bench_tokenizer: GPT-2 vocabulary not found ($TRAINKIT_GPT2_VOCAB, else the "
+                 "bundled vocab/gpt2); nothing measured\n";
     return 0;
   }
   benchmark::Initialize(&argc, argv);

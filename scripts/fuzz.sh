@@ -14,7 +14,7 @@
 # never written). A crash stops the script with exit 1 and leaves the input as
 # build-fuzz/crash-<target>-*: fix the bug, then commit that input under
 # tests/fuzz/regressions/<target>/, which every run replays first. The GPT-2 vocabulary comes from
-# $TRAINKIT_GPT2_VOCAB or ../shared/data/gpt2 (the tokenizer targets need it).
+# $TRAINKIT_GPT2_VOCAB, else the bundled vocab/gpt2 (the tokenizer targets need it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpu_budget=0
@@ -28,7 +28,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
-vocab=${TRAINKIT_GPT2_VOCAB:-$(cd .. && pwd)/shared/data/gpt2}
+vocab=${TRAINKIT_GPT2_VOCAB:-$(pwd)/vocab/gpt2}
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 out=build-fuzz
 mkdir -p "$out/corpus"

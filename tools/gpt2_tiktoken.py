@@ -20,12 +20,12 @@ EOT = 50256
 
 
 def default_vocab_dir():
-    """$TRAINKIT_GPT2_VOCAB, else ../shared/data/gpt2 next to the repository."""
+    """$TRAINKIT_GPT2_VOCAB, else the repository's bundled vocab/gpt2."""
     env = os.environ.get("TRAINKIT_GPT2_VOCAB")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "shared", "data", "gpt2"))
+    return os.path.normpath(os.path.join(here, "..", "vocab", "gpt2"))
 
 
 def _check_sha256(path, expected):

@@ -165,7 +165,7 @@ void d6_steps(step_samples& out, int steps, Reducer reducer, int rank, int ranks
   const auto cfg = tk::model::gpt2_config::preset("d6");
   tk::trainer_config tc;
   tc.steps = steps;
-  tc.quiet = true;
+  tc.output.console.quiet = true;
   tc.ckpt_at_end = false;
   // One micro-batch per rank and step; reduce::single's world is one rank.
   tc.total_batch_tokens = std::size_t(B) * T * std::size_t(reducer.world_size());

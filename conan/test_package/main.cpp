@@ -62,7 +62,7 @@ int main() {
   tk::trainer_config tc;
   tc.steps = 20;
   tc.schedule.max_lr = 3e-3f;
-  tc.quiet = true;
+  tc.output.console.quiet = true;
   std::ostringstream log;
   cpu_trainer t(tc, tk::data::synthetic_source({.batch_size = 4, .seq_len = 32, .vocab_size = 256}),
                 std::nullopt, tk::model::gpt2_cpu(cfg, 1), tk::optim::adamw_config{},

@@ -122,8 +122,7 @@ int main(int argc, char** argv) try {
   cfg.eval_batches = 4;
   cfg.ckpt_every = o.ckpt_every;
   cfg.resume = o.resume;
-  cfg.log_every = 50;
-  cfg.quiet = o.quiet;
+  cfg.output.console = {.log_every = 50, .quiet = o.quiet};
   cfg.meta["model"] = "mlp_lm";  // resume refuses a checkpoint written for another model
 
   char_trainer trainer(cfg, char_corpus(std::string_view(text).substr(0, split), shape),

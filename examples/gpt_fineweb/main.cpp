@@ -116,7 +116,7 @@ struct cpu_device {
     from_file.reset();
     return m;
   }
-  void configure(tk::trainer_config& tc, const model_type&) const { tc.device_name = "cpu"; }
+  void configure(tk::mfu_settings& mfu, const model_type&) const { mfu.device_name = "cpu"; }
   std::string describe(const model_type&) const { return {}; }
   tk::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {
     return tk::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});

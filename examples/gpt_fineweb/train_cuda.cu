@@ -125,9 +125,9 @@ struct cuda_device {
     tk::model::read_llmc_parameters<float>(o.init_from, cfg, std::span<float>(params));
     return model_type(cfg, std::span<const float>(params), options);
   }
-  void configure(tk::trainer_config& tc, const model_type& m) const {
-    tc.device_name = m.device_name();
-    tc.dtype = tk::compute_dtype::bf16;
+  void configure(tk::mfu_settings& mfu, const model_type& m) const {
+    mfu.device_name = m.device_name();
+    mfu.dtype = tk::compute_dtype::bf16;
   }
   std::string describe(const model_type& m) const {
     const char* attention[] = {"naive", "flash", "cudnn"};

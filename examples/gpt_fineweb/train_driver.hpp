@@ -63,7 +63,7 @@ namespace gpt_fineweb {
 ///    host for `make_model`;
 ///  - `check_device()`: throws config_error naming --device when the device cannot run;
 ///  - `make_model(o, cfg)`: the model (touches the device);
-///  - `configure(trainer_config&, const model_type&)`: the peak table's device name and dtype;
+///  - `configure(mfu_settings&, const model_type&)`: the peak table's device name and dtype;
 ///  - `describe(const model_type&)`: what the "model ..." line says after the parameter count;
 ///  - `sync_checkpointer(o)`, `async_checkpointer(o)`: the checkpointers of --ckpt-mode sync and
 ///    async for this model's memory;
@@ -74,7 +74,7 @@ namespace gpt_fineweb {
 template <class D>
 concept device_policy = requires(D d, const train_options& o,
                                  const trainkit::model::gpt2_config& cfg,
-                                 trainkit::trainer_config& tc, const typename D::model_type& m,
+                                 trainkit::mfu_settings& mfu, const typename D::model_type& m,
                                  std::ostream& out) {
   typename D::model_type;
   typename D::optimizer_type;
@@ -83,7 +83,7 @@ concept device_policy = requires(D d, const train_options& o,
   { d.model_config(o) } -> std::same_as<trainkit::model::gpt2_config>;
   { d.check_device() } -> std::same_as<void>;
   { d.make_model(o, cfg) } -> std::same_as<typename D::model_type>;
-  { d.configure(tc, m) } -> std::same_as<void>;
+  { d.configure(mfu, m) } -> std::same_as<void>;
   { d.describe(m) } -> std::convertible_to<std::string>;
   d.sync_checkpointer(o);
   d.async_checkpointer(o);
@@ -349,7 +349,7 @@ class train_driver {
     const int rank = ranks_.rank, ranks = ranks_.ranks;
     model_type model = device_.make_model(o_, model_config_);
     tk::trainer_config tc = config_;
-    device_.configure(tc, model);
+    device_.configure(tc.mfu, model);
     std::cout << "model " << model_config_.to_string() << " | " << model.num_parameters()
               << " parameters" << device_.describe(model) << "\n";
     trainer_type t(std::move(tc), std::move(*train_), std::move(val_), std::move(model),

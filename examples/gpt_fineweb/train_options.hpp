@@ -264,7 +264,8 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "else the bundled vocab/gpt2)");
 }
 
-/// The loop settings every device shares; the caller adds device_name, dtype and meta["device"].
+/// The trainer settings every device shares; the caller adds mfu.device_name, mfu.dtype and
+/// meta["device"].
 inline trainkit::trainer_config make_trainer_config(const train_options& o,
                                                     const std::string& model_text) {
   trainkit::trainer_config tc;
@@ -279,12 +280,12 @@ inline trainkit::trainer_config make_trainer_config(const train_options& o,
   tc.ckpt_every = o.ckpt_every;
   tc.ckpt_at_end = o.ckpt_mode != "none";
   tc.resume = o.resume;
-  tc.metrics_path = o.metrics;
-  tc.tensorboard_dir = o.tensorboard;
-  tc.calibrate = o.calibrate;
-  tc.log_every = o.log_every;
-  tc.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
-  tc.peak_tflops = o.peak_tflops;
+  tc.mfu.calibrate = o.calibrate;
+  tc.mfu.peak_tflops = o.peak_tflops;
+  tc.output.metrics_path = o.metrics;
+  tc.output.tensorboard_dir = o.tensorboard;
+  tc.output.console.log_every = o.log_every;
+  tc.output.console.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
   tc.meta["model"] = model_text;
   tc.meta["seed"] = std::to_string(o.seed);
   return tc;

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     cfg.steps = 1'000'000;
     cfg.ckpt_every = 1;
     cfg.resume = true;
-    cfg.quiet = true;
+    cfg.output.console.quiet = true;
     cfg.meta["model"] = model.to_string();
     using trainer =
         tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,

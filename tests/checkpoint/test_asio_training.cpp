@@ -67,8 +67,8 @@ class AsioTraining : public ::testing::Test {
     cfg.total_batch_tokens = 128;  // two micro-batches per step
     cfg.ckpt_every = ckpt_every;
     cfg.resume = resume;
-    cfg.quiet = false;
-    cfg.log_every = 1000;  // only warnings and the last step print
+    cfg.output.console.quiet = false;
+    cfg.output.console.log_every = 1000;  // only warnings and the last step print
     cfg.meta["model"] = tiny_model().to_string();
     const tk::data::mmap_source_config data{(root_ / "train_*.bin").string(), 4, 16, 200,
                                             tk::data::order_kind::random,     7};

@@ -69,7 +69,7 @@ tk::trainer_config loop_config(const training_setup& s) {
   tc.schedule.warmup_steps = s.warmup;
   tc.schedule.final_lr_frac = 0.1f;
   tc.ckpt_at_end = false;
-  tc.quiet = true;
+  tc.output.console.quiet = true;
   return tc;
 }
 

@@ -36,7 +36,7 @@ std::vector<double> cpu_training_losses(const training_setup& s) {
   tc.schedule.warmup_steps = s.warmup;
   tc.schedule.final_lr_frac = 0.1f;
   tc.ckpt_at_end = false;
-  tc.quiet = true;
+  tc.output.console.quiet = true;
   optim::adamw_config ac;
   ac.weight_decay = s.weight_decay;
   ac.grad_clip = s.grad_clip;

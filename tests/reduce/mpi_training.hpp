@@ -98,7 +98,7 @@ run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_op
   tk::trainer_config cfg;
   cfg.resume = resume;
   cfg.steps = o.steps;
-  cfg.quiet = true;
+  cfg.output.console.quiet = true;
   cfg.total_batch_tokens = std::size_t(micro_batches) * std::size_t(ranks) * B * T;
   cfg.eval_every = o.eval_every;
   cfg.ckpt_every = o.ckpt_every;

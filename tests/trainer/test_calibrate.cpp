@@ -47,7 +47,7 @@ TEST(Calibrate, ModelHooks) {
 TEST(Calibrate, TrainerReportsMfuAgainstTheMeasuredRate) {
   tk::trainer_config cfg;
   cfg.steps = 4;
-  cfg.calibrate = true;
+  cfg.mfu.calibrate = true;
   std::ostringstream out;
   tk::trainer<tk::data::synthetic_source, tk::prefetch::synchronous, tk::model::gpt2_cpu,
               tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint>

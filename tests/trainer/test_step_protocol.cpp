@@ -195,7 +195,7 @@ TEST(StepProtocol, TrainerDrivesTheReducerSeamOncePerBucketPerStep) {
   static_assert(tk::reduce::gradient_reducer_for<recording_reducer, tk::model::gpt2_cpu>);
   tk::trainer_config cfg;
   cfg.steps = 3;
-  cfg.quiet = true;
+  cfg.output.console.quiet = true;
   cfg.total_batch_tokens = 3 * 2 * 8;  // three micro-steps
   reducer_log log;
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
@@ -218,7 +218,7 @@ TEST(StepProtocol, TrainerEqualsTheOneCallPerMicroBatchLoopBitForBit) {
   constexpr int steps = 4, accum = 2;
   tk::trainer_config cfg;
   cfg.steps = steps;
-  cfg.quiet = true;
+  cfg.output.console.quiet = true;
   cfg.total_batch_tokens = accum * 2 * 8;
   cfg.schedule.kind = tk::optim::schedule_kind::constant;
   cfg.schedule.max_lr = 3e-3f;

@@ -222,10 +222,10 @@ TEST(TensorBoard, TrainerWritesOneEventPerStep) {
   temp_dir dir;
   tk::trainer_config cfg;
   cfg.steps = 5;
-  cfg.quiet = true;
+  cfg.output.console.quiet = true;
   cfg.eval_every = 2;
   cfg.eval_batches = 2;
-  cfg.tensorboard_dir = dir.path / "tb";
+  cfg.output.tensorboard_dir = dir.path / "tb";
   auto source = [] {
     return tk::data::synthetic_source({.batch_size = 2,
                                        .seq_len = 8,
@@ -246,7 +246,7 @@ TEST(TensorBoard, TrainerWritesOneEventPerStep) {
                             1),
         tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
   const auto r = t.run();
-  const auto records = read_records(only_event_file(cfg.tensorboard_dir));
+  const auto records = read_records(only_event_file(cfg.output.tensorboard_dir));
   ASSERT_EQ(records.size(), 1 + r.steps.size());
   for (std::size_t i = 0; i < r.steps.size(); ++i) {
     const auto e = decode_event(records[i + 1]);

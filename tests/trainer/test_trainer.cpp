@@ -1,5 +1,6 @@
 // Tests for trainkit::trainer with the CPU policies: phase accounting, gradient accumulation,
-// bit-identical resume, evaluation, stop requests, the metrics file and configuration errors.
+// bit-identical resume, evaluation, stop requests, the metrics file, configuration errors and the
+// MFU and console settings.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -60,7 +61,7 @@ tk::trainer_config quiet_config(int steps) {
   c.steps = steps;
   c.schedule.kind = tk::optim::schedule_kind::constant;
   c.schedule.max_lr = 2e-3f;
-  c.quiet = true;
+  c.output.console.quiet = true;
   return c;
 }
 
@@ -101,7 +102,7 @@ TEST(Trainer, LossFallsOnLearnableData) {
 TEST(Trainer, PhasesAddUpToStepTime) {
   auto cfg = quiet_config(12);
   temp_dir dir;
-  cfg.metrics_path = dir.path / "metrics.jsonl";
+  cfg.output.metrics_path = dir.path / "metrics.jsonl";
   synthetic_trainer t(cfg, synthetic(4, 16, std::chrono::microseconds{500}), std::nullopt,
                       tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
                       tk::checkpoint::no_checkpoint{});
@@ -121,7 +122,7 @@ TEST(Trainer, PhasesAddUpToStepTime) {
   std::ranges::nth_element(other_fraction, other_fraction.begin() + other_fraction.size() / 2);
   EXPECT_LT(other_fraction[other_fraction.size() / 2], 0.05);
   // The metrics file has one valid JSON object per step with the contract's fields.
-  std::ifstream in(cfg.metrics_path);
+  std::ifstream in(cfg.output.metrics_path);
   std::string line;
   std::size_t n = 0;
   while (std::getline(in, line)) {
@@ -186,6 +187,36 @@ TEST(Trainer, ConfigErrorsNameTheConfigField) {
   EXPECT_EQ(message(quiet_config(-1)), "trainer_config.steps must be >= 0: -1");
 }
 
+TEST(Trainer, MeasuresAndShowsWhatItsNestedSettingsSay) {
+  // cfg.mfu: the peak MFU is taken against, the dtype the report names, the device the table is
+  // looked up for; cfg.output.console: which steps print, and whether anything does.
+  auto run = [](const tk::trainer_config& cfg, std::ostream& out) {
+    synthetic_trainer t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                        tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{}, out);
+    return t.run();
+  };
+  auto cfg = quiet_config(5);
+  cfg.mfu = {.dtype = tk::compute_dtype::bf16, .peak_tflops = 0.5};
+  cfg.output.console = {.log_every = 2};
+  std::ostringstream shown;
+  const auto r = run(cfg, shown);
+  for (const auto& m : r.steps) EXPECT_DOUBLE_EQ(m.mfu, m.tflops / 0.5) << m.step;
+  EXPECT_DOUBLE_EQ(r.summary.peak_tflops, 0.5);
+  EXPECT_EQ(r.summary.peak_label, "dense bf16 peak");
+  const std::string lines = shown.str();
+  for (const char* step : {"step      2/5 ", "step      4/5 ", "step      5/5 "})
+    EXPECT_NE(lines.find(step), std::string::npos) << step << " missing from:\n" << lines;
+  for (const char* step : {"step      1/5 ", "step      3/5 "})
+    EXPECT_EQ(lines.find(step), std::string::npos) << step << " printed:\n" << lines;
+
+  cfg.mfu = {.device_name = "no such device"};  // not in the peak table: no MFU
+  cfg.output.console.quiet = true;
+  std::ostringstream silent;
+  const auto unknown = run(cfg, silent);
+  for (const auto& m : unknown.steps) EXPECT_TRUE(std::isnan(m.mfu)) << m.step;
+  EXPECT_EQ(silent.str(), "");
+}
+
 namespace {
 /// A reducer whose finish() blocks like an all-reduce that backward did not hide.
 struct slow_reducer {
@@ -199,7 +230,7 @@ struct slow_reducer {
 TEST(Trainer, TimeBlockedInTheReducerIsCommunication) {
   temp_dir dir;
   auto cfg = quiet_config(5);
-  cfg.metrics_path = dir.path / "metrics.jsonl";
+  cfg.output.metrics_path = dir.path / "metrics.jsonl";
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
               tk::optim::adamw_cpu, tk::checkpoint::no_checkpoint, slow_reducer>
       t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
@@ -210,7 +241,7 @@ TEST(Trainer, TimeBlockedInTheReducerIsCommunication) {
     EXPECT_LT(m.optimizer_ms, 39.0) << "the reducer's wait is not the optimizer's";
   }
   EXPECT_EQ(r.summary.verdict, tk::bottleneck::communication) << r.summary.evidence;
-  std::ifstream in(cfg.metrics_path);
+  std::ifstream in(cfg.output.metrics_path);
   std::size_t n = 0;
   for (std::string line; std::getline(in, line); ++n)
     EXPECT_GE(nlohmann::json::parse(line)["comm_ms"].get<double>(), 39.0) << line;

@@ -66,7 +66,7 @@ concept model = parameter_holder<M> &&
 };
 
 /// Optional hook: the name of the device the model runs on, for the trainer's peak-FLOP/s lookup
-/// (MFU). Without it the trainer uses trainer_config::device_name.
+/// (MFU). Without it the trainer uses trainer_config::mfu.device_name.
 template <class M>
 concept names_its_device = requires(const M cm) {
   { cm.device_name() } -> std::convertible_to<std::string>;

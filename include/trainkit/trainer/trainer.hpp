@@ -54,10 +54,27 @@
 
 namespace trainkit {
 
-/// The run's settings (the optimizer's own travel in its config_type). Errors name these fields
-/// ("trainer_config.steps must be >= 0"); a program maps them to its flags.
+/// The peak the achieved FLOP/s are measured against (MFU; docs/architecture.md, "Accounting and
+/// MFU").
+struct mfu_settings {
+  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
+  std::string device_name = "cpu";  // for the peak table (CUDA models report their own)
+  compute_dtype dtype = compute_dtype::f32;
+  double peak_tflops = 0;  // > 0 overrides the peak table
+};
+
+/// What a run shows and stores: the sinks' settings (sinks/console.hpp, sinks/jsonl.hpp,
+/// sinks/tensorboard.hpp).
+struct output_settings {
+  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
+  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
+  console_settings console;               // step lines (the files get every step), progress, quiet
+};
+
+/// The run's settings: the loop's own, then how it is measured and shown (the optimizer's travel
+/// in its config_type). Errors name these fields by their path ("trainer_config.steps must be
+/// >= 0"); a program maps them to its flags.
 struct trainer_config {
-  // The loop.
   int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
   std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
   optim::lr_schedule schedule{};       // its total_steps is set to `steps` by the trainer
@@ -68,21 +85,8 @@ struct trainer_config {
   bool resume = false;                 // continue from the newest valid checkpoint, if any
   std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
 
-  // MFU: the peak the achieved FLOP/s are measured against.
-  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
-  std::string device_name = "cpu";  // for the peak table (CUDA models report their own)
-  compute_dtype dtype = compute_dtype::f32;
-  double peak_tflops = 0;  // > 0 overrides the peak table
-
-  // The sinks: what is shown and stored (sinks/console.hpp, sinks/jsonl.hpp,
-  // sinks/tensorboard.hpp).
-  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
-  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
-  int log_every = 1;                      // console line every N steps (metrics: every step)
-  bool progress_bar = false;              // live progress line (programs enable it on a terminal)
-  bool quiet = false;                     // no console output at all
-
-  console_settings console() const noexcept { return {log_every, progress_bar, quiet}; }
+  mfu_settings mfu{};
+  output_settings output{};
 };
 
 /// What `run()` returns.
@@ -94,7 +98,7 @@ struct run_result {
   bool resumed = false;
   bool stopped = false;  // a stop was requested (signal)
   double final_val_loss = NAN;
-  gemm_calibration calibration;  // tflops 0 unless config().calibrate measured one
+  gemm_calibration calibration;  // tflops 0 unless config().mfu.calibrate measured one
 };
 
 template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer,
@@ -168,17 +172,17 @@ class trainer {
         checkpointer_(std::move(checkpointer)),
         reducer_(std::move(reducer)),
         train_(std::move(train)),
-        console_(out, cfg_.console(), cfg_.steps) {
+        console_(out, cfg_.output.console, cfg_.steps) {
     if (val) {
       val_.emplace(std::move(*val));
       val_start_ = val_->position();
     }
     validate();
     if (rank() != 0) {  // data parallel: rank 0 alone writes metrics, TensorBoard and the console
-      cfg_.quiet = true;
-      cfg_.metrics_path.clear();
-      cfg_.tensorboard_dir.clear();
-      console_ = console_sink(out, cfg_.console(), cfg_.steps);
+      cfg_.output.console.quiet = true;
+      cfg_.output.metrics_path.clear();
+      cfg_.output.tensorboard_dir.clear();
+      console_ = console_sink(out, cfg_.output.console, cfg_.steps);
     }
     reducer_.attach(model_, ctx_);
     if constexpr (prefetch::orders_on_context<prefetcher_type, context_type>)
@@ -427,7 +431,7 @@ class trainer {
 
   step_rates measure_rates(gemm_calibration& calibration) {
     step_rates r{model_.flops_per_token(train_.seq_len()), peak_tflops_or_zero(), 0};
-    if (cfg_.calibrate) calibration = run_calibration(r.peak);
+    if (cfg_.mfu.calibrate) calibration = run_calibration(r.peak);
     r.calibrated = calibration.tflops;
     return r;
   }
@@ -460,16 +464,17 @@ class trainer {
     result.last_step = step_;
     result.summary = summarize(
         result.steps, {},
-        {rates.peak, rates.calibrated, cfg_.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
+        {rates.peak, rates.calibrated, cfg_.mfu.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
     console_.on_end(result.summary);
     files.on_end(result.summary);
   }
 
   /// The metrics file and TensorBoard, written one step late (sinks/deferred.hpp).
   deferred_sinks<jsonl_sink, tensorboard_sink> open_file_sinks(bool resumed) const {
+    const output_settings& out = cfg_.output;
     return deferred_sinks<jsonl_sink, tensorboard_sink>(
-        cfg_.metrics_path.empty() ? jsonl_sink() : jsonl_sink(cfg_.metrics_path, resumed),
-        cfg_.tensorboard_dir.empty() ? tensorboard_sink() : tensorboard_sink(cfg_.tensorboard_dir));
+        out.metrics_path.empty() ? jsonl_sink() : jsonl_sink(out.metrics_path, resumed),
+        out.tensorboard_dir.empty() ? tensorboard_sink() : tensorboard_sink(out.tensorboard_dir));
   }
 
   static void bucket_ready(void* reducer, std::size_t bucket) {
@@ -497,14 +502,14 @@ class trainer {
       throw config_error("the validation source's batch shape differs from the training source's");
     cfg_.schedule.total_steps = std::max(cfg_.steps, 1);
     cfg_.schedule.validate();
-    if (cfg_.log_every <= 0) cfg_.log_every = 1;
+    if (cfg_.output.console.log_every <= 0) cfg_.output.console.log_every = 1;
   }
 
   double peak_tflops_or_zero() const {
-    if (cfg_.peak_tflops > 0) return cfg_.peak_tflops;
-    std::string name = cfg_.device_name;
+    if (cfg_.mfu.peak_tflops > 0) return cfg_.mfu.peak_tflops;
+    std::string name = cfg_.mfu.device_name;
     if constexpr (model::names_its_device<Model>) name = model_.device_name();
-    return peak_tflops(name, cfg_.dtype).value_or(0.0);
+    return peak_tflops(name, cfg_.mfu.dtype).value_or(0.0);
   }
 
   gemm_calibration run_calibration(double peak) {

@@ -78,7 +78,7 @@ int main() {
   tk::trainer_config tc;
   tc.steps = 30;
   tc.schedule.max_lr = 3e-3f;
-  tc.quiet = true;
+  tc.output.console.quiet = true;
   std::ostringstream log;
   cpu_trainer t(tc, tk::data::synthetic_source(data), std::nullopt, tk::model::gpt2_cpu(cfg, 1),
                 tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{}, log);

@@ -1,7 +1,7 @@
 // trainkit/core/cuda/check.hpp — CUDA and cuBLASLt failures as trainkit exceptions.
 //
-// Library code never exits (STYLE.md): a failed CUDA runtime call, kernel launch or cuBLASLt call
-// throws `cuda_error`, whose message names the source position, the call that failed and the
+// Library code never exits (core/error.hpp): a failed CUDA runtime call, kernel launch or cuBLASLt
+// call throws `cuda_error`, whose message names the source position, the call that failed and the
 // library's own error name and text, e.g.
 //   "gpt2_cuda.hpp:212: cudaMalloc(&p, bytes) failed: cudaErrorMemoryAllocation (out of memory)".
 // Host-compilable: it needs only the CUDA headers, so .cpp files built by g++ with the CUDA include
