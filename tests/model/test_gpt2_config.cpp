@@ -136,6 +136,14 @@ TEST(Gpt2Config, LayoutIsLlmcOrderPackedWithoutGaps) {
                                  : n.starts_with("ln") ? tk::tensor_role::norm
                                                        : tk::tensor_role::bias;
     EXPECT_EQ(layout[i].role, role) << n;
+    // Muon takes q, k and v as separate matrices: only qkvw declares fused parts.
+    const std::vector<std::int64_t> parts =
+        n == "qkvw" ? std::vector<std::int64_t>{C, C, C} : std::vector<std::int64_t>{};
+    EXPECT_EQ(layout[i].row_parts, parts) << n;
+    if (layout[i].role == tk::tensor_role::matrix) {
+      EXPECT_EQ(layout[i].slices(), std::size_t(L)) << n;
+      EXPECT_EQ(layout[i].rows() * layout[i].cols() * L, std::int64_t(layout[i].numel())) << n;
+    }
   }
   EXPECT_EQ(offset, c.num_parameters());
   EXPECT_EQ(offset, count_by_architecture(128, 32, 3, 16));

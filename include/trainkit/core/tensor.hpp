@@ -116,8 +116,23 @@ struct tensor_info {
   std::vector<std::int64_t> shape;  // row-major
   std::size_t offset = 0;           // in elements from the start of the flat buffer
   tensor_role role = tensor_role::matrix;  // what the tensor is (optimizers decide from it)
+  // For a matrix role: the row counts of the matrices fused in each 2-D slice (the last two
+  // dimensions), top to bottom, summing to the slice's rows; empty = the slice is one matrix.
+  // GPT-2's qkvw slice [3C, C] is {C, C, C} (q, k, v); a GQA model's fused qkv would be
+  // {H·hs, KV·hs, KV·hs}. Leading dimensions (layers) always stack separate matrices. Optimizers
+  // that treat matrices as wholes (Muon) take each part on its own.
+  std::vector<std::int64_t> row_parts{};
 
   std::size_t numel() const noexcept { return shape_numel(shape); }
+  /// Rows and columns of one 2-D slice (the last two dimensions); {1, n} for a 1-D tensor.
+  std::int64_t rows() const noexcept { return shape.size() >= 2 ? shape[shape.size() - 2] : 1; }
+  std::int64_t cols() const noexcept { return shape.empty() ? 1 : shape.back(); }
+  /// How many 2-D slices the leading dimensions stack (layers).
+  std::size_t slices() const noexcept {
+    std::size_t n = 1;
+    for (std::size_t i = 0; i + 2 < shape.size(); ++i) n *= std::size_t(shape[i]);
+    return n;
+  }
   friend bool operator==(const tensor_info&, const tensor_info&) = default;
 };
 

@@ -2,7 +2,8 @@
 //
 // A model describes each tensor of its flat parameter buffer with a role; an optimizer decides
 // from the role (never from the tensor's name or shape) how to treat it. AdamW's decay rule is one
-// such decision: its config holds the set of roles that decay (adamw_config::decay_roles).
+// such decision: its config holds the set of roles that decay (adamw_config::decay_roles); Muon's
+// split is another (hidden matrices by Muon, every other role by AdamW).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,13 @@ enum class tensor_role : std::uint8_t {
   matrix,     // the weight of a linear map (qkvw, attprojw, fcw, fcprojw)
   bias,       // the additive term of a linear map (qkvb, attprojb, fcb, fcprojb)
   norm,       // a normalisation's gain or shift (LayerNorm's ln1w, ln1b, ..., lnfb)
+  head,       // an untied output projection to the vocabulary (a Llama lm_head); a tied head is
+              // its embedding's tensor and keeps the embedding role (GPT-2's wte)
 };
 
 inline constexpr tensor_role all_tensor_roles[] = {tensor_role::embedding, tensor_role::matrix,
-                                                   tensor_role::bias, tensor_role::norm};
+                                                   tensor_role::bias, tensor_role::norm,
+                                                   tensor_role::head};
 
 constexpr std::string_view tensor_role_name(tensor_role r) noexcept {
   switch (r) {
@@ -33,6 +37,8 @@ constexpr std::string_view tensor_role_name(tensor_role r) noexcept {
       return "bias";
     case tensor_role::norm:
       return "norm";
+    case tensor_role::head:
+      return "head";
   }
   return "?";
 }

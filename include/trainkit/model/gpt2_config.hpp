@@ -139,8 +139,9 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
                      C = cfg.channels;
   std::vector<tensor_info> out;
   std::size_t offset = 0;
-  auto add = [&](const char* name, std::vector<std::int64_t> shape, tensor_role role) {
-    tensor_info t{name, std::move(shape), offset, role};
+  auto add = [&](const char* name, std::vector<std::int64_t> shape, tensor_role role,
+                 std::vector<std::int64_t> row_parts = {}) {
+    tensor_info t{name, std::move(shape), offset, role, std::move(row_parts)};
     offset += t.numel();
     out.push_back(std::move(t));
   };
@@ -148,7 +149,7 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   add("wpe", {maxT, C}, tensor_role::embedding);
   add("ln1w", {L, C}, tensor_role::norm);
   add("ln1b", {L, C}, tensor_role::norm);
-  add("qkvw", {L, 3 * C, C}, tensor_role::matrix);
+  add("qkvw", {L, 3 * C, C}, tensor_role::matrix, {C, C, C});  // q, k, v fused
   add("qkvb", {L, 3 * C}, tensor_role::bias);
   add("attprojw", {L, C, C}, tensor_role::matrix);
   add("attprojb", {L, C}, tensor_role::bias);

@@ -23,8 +23,8 @@ struct adamw_config {
   float weight_decay = 0.1f;  // decoupled; only on tensors whose role is in decay_roles
   float grad_clip = 1.0f;     // max global gradient norm; 0 = off
   // llm.c's rule (it decays the 2-D tensors): matrices and both embeddings (wte and wpe), not
-  // biases or LayerNorm parameters.
-  tensor_role_set decay_roles{tensor_role::embedding, tensor_role::matrix};
+  // biases or LayerNorm parameters; an untied output head (Llama's lm_head) is 2-D too.
+  tensor_role_set decay_roles{tensor_role::embedding, tensor_role::matrix, tensor_role::head};
 
   friend bool operator==(const adamw_config&, const adamw_config&) = default;
 
@@ -46,8 +46,8 @@ struct adamw_config {
                          number_text(grad_clip));
   }
 
-  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1 decay_roles=embedding,matrix"
-  /// for logs and manifests.
+  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1
+  /// decay_roles=embedding,matrix,head" for logs and manifests.
   std::string to_string() const {
     using detail::number_text;
     return "beta1=" + number_text(beta1) + " beta2=" + number_text(beta2) +
