@@ -331,3 +331,22 @@ TEST(RunAnalysis, CheckpointBoundEvalBoundAndUnknown) {
   EXPECT_EQ(fast.verdict, tk::bottleneck::compute);
   EXPECT_NEAR(fast.floor_ms, step_at_50 / 2, 1e-9);
 }
+
+// A span of steps too long to rebuild step by step is summarised one row per line, quickly.
+TEST(RunAnalysis, AHugeStepSpanIsSummarisedPerLine) {
+  std::istringstream in(
+      "iter 0: loss 10.9, time 1000.00ms, mfu -100.00%\n"
+      "iter 10000000: loss 3.0, time 500.00ms, mfu 1.00%\n"
+      "iter 20000000: loss 2.9, time 500.00ms, mfu 1.00%\n");
+  const auto run = rp::parse_run_log(in, "long.log");
+  const auto a = rp::analyze_run(run, {.params = 1'000'000,
+                                       .layers = 2,
+                                       .width = 128,
+                                       .seq = 64,
+                                       .tokens_per_step = 4096,
+                                       .peak_tflops = 1.0});
+  EXPECT_TRUE(a.per_line);
+  EXPECT_EQ(a.steps.size(), 3u);
+  EXPECT_EQ(a.unprinted_steps, 20'000'001u - 3u);
+  EXPECT_NEAR(a.wall_ms, 2000 + double(a.unprinted_steps) * 500, 1e-3);
+}

@@ -80,6 +80,7 @@ struct run_analysis {
   std::size_t step_lines = 0;
   std::uint64_t first_step = 0, last_step = 0;
   std::uint64_t unprinted_steps = 0;  // steps in the span no line times (nanoGPT's log_interval)
+  bool per_line = false;  // `steps` has one row per line, not per step (a span too long to hold)
   std::size_t skipped_lines = 0;
   bool compiled = false;   // the log says the model was compiled
   std::string log_device;  // the device the log names, if any
@@ -148,6 +149,9 @@ inline std::string thousands(double v) {
 }
 
 }  // namespace detail
+
+/// Runs spanning more steps than this are summarised one row per log line, not per step.
+inline constexpr std::uint64_t max_rebuilt_steps = 200'000;
 
 /// The word a log uses for a step ("iter" for nanoGPT).
 inline const char* step_word(log_format f) noexcept {
@@ -254,6 +258,10 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   // ---- steps rebuilt for the summary: one per step the log timed -----------------------------
   const verdict_thresholds& th = cfg.thresholds;
   const summary_context ctx{.peak_tflops = a.peak_tflops, .dtype = "bf16"};
+  // One row per step while the run's span is small enough to hold (a run of 10B tokens at 1M per
+  // step is ~10k steps); beyond, one row per line, its time the line's time per step.
+  a.per_line = double(a.last_step - a.first_step) + double(run.steps.front().covers) >
+               double(max_rebuilt_steps);
   // `fill_ms` > 0: the steps between lines that no line prints are added at that time.
   auto rebuild = [&](const std::vector<double>& ckpt_ms, const std::vector<double>& eval_ms,
                      double fill_ms) {
@@ -261,7 +269,7 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     for (std::size_t i = 0; i < run.steps.size(); ++i) {
       const auto& s = run.steps[i];
       const double k = double(s.covers);
-      if (i > 0 && fill_ms > 0) {
+      if (i > 0 && fill_ms > 0 && !a.per_line) {
         const std::uint64_t from = run.steps[i - 1].m.step + 1, to = s.m.step - s.covers;
         for (std::uint64_t n = from; n <= to; ++n) {
           step_metrics m;
@@ -275,10 +283,11 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
           out.push_back(m);
         }
       }
-      for (std::uint64_t j = 0; j < s.covers; ++j) {
+      const std::uint64_t rows = a.per_line ? 1 : s.covers;
+      for (std::uint64_t j = 0; j < rows; ++j) {
         step_metrics m = s.m;
-        m.step = s.m.step - (s.covers - 1 - j);
-        if (j + 1 < s.covers) m.val_loss = NAN;
+        m.step = s.m.step - (rows - 1 - j);
+        if (j + 1 < rows) m.val_loss = NAN;
         m.tokens = std::uint64_t(std::llround(a.tokens_per_step));
         m.tok_per_s = m.dt_ms > 0 ? a.tokens_per_step / (m.dt_ms / 1e3) : 0;
         m.tflops = m.dt_ms > 0 ? a.flops_per_step / (m.dt_ms / 1e3) / 1e12 : 0;
@@ -546,6 +555,7 @@ inline std::string format_run_analysis(const run_analysis& a) {
     s += format(" (%llu steps not printed, taken at the median)",
                 (unsigned long long)a.unprinted_steps);
   if (a.skipped_lines > 0) s += format(", %zu other lines skipped", a.skipped_lines);
+  if (a.per_line) s += "; summarised one row per line";
   s += "\n";
   s += format(
       "model: 6·N + 12·L·C·T = %.4g FLOPs per token (N %s, L %d, C %d, T %d) x %s "
