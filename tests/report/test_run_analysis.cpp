@@ -288,6 +288,8 @@ TEST(RunAnalysis, TorchtitanRunOnAnH200) {
   ASSERT_NE(at260, run.steps.end());
   EXPECT_NEAR(a.evals[0].ms, (at260->m.dt_ms - median) * 10, 1e-6);
   EXPECT_EQ(a.warmup_lines, 1u);
+  EXPECT_DOUBLE_EQ(a.memory_gib, 97.31);
+  EXPECT_NE(text.find("memory: 97.31 GiB reserved at most"), std::string::npos) << text;
   EXPECT_EQ(a.verdict, tk::bottleneck::compute);
   expect_no_flags(text);
 }

@@ -109,7 +109,8 @@ struct run_analysis {
   double save_ms_total = 0, eval_ms_total = 0;  // of the costed ones
   double save_ms_each = NAN;                    // median cost of a costed save
   std::size_t untimed_saves = 0, untimed_evals = 0;
-  double wall_ms = 0;  // timed lines plus unprinted steps at the median
+  double wall_ms = 0;       // timed lines plus unprinted steps at the median
+  double memory_gib = NAN;  // the largest peak device memory the log printed (torchtitan)
 
   // The log's own MFU and what reproduces it.
   double log_mfu = NAN;              // median of the printed figures over steady steps
@@ -420,6 +421,7 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   for (const auto& s : run.steps) {
     a.wall_ms += s.m.dt_ms * double(s.covers);
     covered += s.covers;
+    if (std::isfinite(s.memory_gib) && !(s.memory_gib <= a.memory_gib)) a.memory_gib = s.memory_gib;
   }
   const std::uint64_t span = a.last_step - a.first_step + run.steps.front().covers;
   a.unprinted_steps = span > covered ? span - covered : 0;
@@ -636,6 +638,8 @@ inline std::string format_run_analysis(const run_analysis& a) {
                   a.format == log_format::llmc ? " (llm.c times the training section alone)" : "");
     s += "\n";
   };
+  if (std::isfinite(a.memory_gib))
+    s += format("memory: %.2f GiB reserved at most (as the log states)\n", a.memory_gib);
   list_events(a.saves, "checkpoint saves", a.save_ms_total);
   list_events(a.evals, "evaluations", a.eval_ms_total);
   if (std::isfinite(a.log_mfu)) {
