@@ -140,6 +140,7 @@ TEST(LogReaders, TorchtitanTimesStepsFromTimestampsAndReadsSaveDurations) {
     EXPECT_NEAR(run.steps[i].m.dt_ms, (t[i + 1] - t[i]) * 1e3 / (steps[i + 1] - steps[i]), 1e-6);
   }
   EXPECT_EQ(run.facts.device, "NVIDIA H200");
+  EXPECT_EQ(run.facts.devices, 1);
   EXPECT_NEAR(run.steps[1].log_mfu, 0.4591, 1e-12);
   EXPECT_NEAR(run.steps[1].log_tflops, 454.07, 1e-9);
   EXPECT_NEAR(run.steps[1].memory_gib, 97.31, 1e-9);
@@ -157,6 +158,26 @@ TEST(LogReaders, TorchtitanTimesStepsFromTimestampsAndReadsSaveDurations) {
   EXPECT_THROW(parse("step:  1  loss: 12.0  memory: 1.00GiB(1.00%)  tps: 1,000  tflops: 1.00  "
                      "mfu: 1.00%\n"),
                tk::format_error);
+}
+
+// Multi-device runs: the device count comes from the log, and a step's tokens are shared by them.
+TEST(LogReaders, DeviceCountsOfMultiDeviceRuns) {
+  const auto titan = parse(
+      "[titan] 2026-03-02 09:00:00,000 - root - INFO - Building device mesh with parallelism: "
+      "pp=1, dp_replicate=2, dp_shard=4, cp=1, tp=2, ep=1\n"
+      "[titan] 2026-03-02 09:00:01,000 - root - INFO - Training starts at step 1\n"
+      "[titan] 2026-03-02 09:00:03,000 - root - INFO - step:  1  loss: 12.0  memory: "
+      "1.00GiB(1.00%)  tps: 1,000  tflops: 1.00  mfu: 0.10%\n");
+  EXPECT_EQ(titan.facts.devices, 16);
+  ASSERT_EQ(titan.steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(titan.steps[0].m.dt_ms, 2000.0);
+  const auto llmc = parse(
+      "| total batch size      | 524288                                             |\n"
+      "| num_processes         | 8                                                  |\n"
+      "step    1/10 | loss 11.009872 (+nanz)| norm 15.1234 (+nanz)| lr 6.00e-06 | 300.00 ms | "
+      "40.0% bf16 MFU | 174032 tok/s\n");
+  EXPECT_EQ(llmc.facts.devices, 8);
+  EXPECT_EQ(llmc.facts.tokens_per_step, 524288u);
 }
 
 TEST(LogReaders, UnparseableLinesAreCountedAndSkipped) {

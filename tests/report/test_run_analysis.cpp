@@ -352,3 +352,23 @@ TEST(RunAnalysis, AHugeStepSpanIsSummarisedPerLine) {
   EXPECT_EQ(a.unprinted_steps, 20'000'001u - 3u);
   EXPECT_NEAR(a.wall_ms, 2000 + double(a.unprinted_steps) * 500, 1e-3);
 }
+
+// llm.c's total batch size is for all processes; MFU is per device, as llm.c's own.
+TEST(RunAnalysis, TokensPerDeviceOfAMultiProcessRun) {
+  std::istringstream in(
+      "| total batch size      | 524288                                             |\n"
+      "| num_processes         | 8                                                  |\n"
+      "step    1/10 | loss 11.0 (+nanz)| norm 1.0 (+nanz)| lr 6.00e-06 | 300.00 ms | 40.0% bf16 "
+      "MFU | 174032 tok/s\n"
+      "step    2/10 | loss 10.9 (+nanz)| norm 1.0 (+nanz)| lr 6.00e-06 | 300.00 ms | 40.0% bf16 "
+      "MFU | 174032 tok/s\n");
+  const auto a = rp::analyze_run(rp::parse_run_log(in, "ddp.log"),
+                                 {.model = "d12", .seq = 1024, .device = "H100"});
+  EXPECT_EQ(a.devices, 8);
+  EXPECT_DOUBLE_EQ(a.tokens_per_step, 524288.0 / 8);
+  EXPECT_NE(rp::format_run_analysis(a).find("x 65,536 tokens per step on each of 8 devices"),
+            std::string::npos)
+      << rp::format_run_analysis(a);
+  const tk::model::gpt2_config d12 = tk::model::gpt2_config::preset("d12");
+  EXPECT_NEAR(a.mfu_median, d12.flops_per_token(1024) * 65536 / 0.3 / 989e12, 1e-12);
+}

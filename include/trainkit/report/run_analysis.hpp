@@ -139,11 +139,11 @@ inline std::string peak_owner(double tflops) {
 }
 
 inline std::string thousands(double v) {
-  std::string digits = format("%.0f", v);
+  const std::string digits = format("%.0f", v);
+  const std::size_t sign = !digits.empty() && digits[0] == '-';
   std::string out;
-  const std::size_t lead = digits.size() % 3;
   for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (i - lead) % 3 == 0 && digits[0] != '-') out += ',';
+    if (i > sign && (digits.size() - i) % 3 == 0) out += ',';
     out += digits[i];
   }
   return out;
@@ -561,11 +561,12 @@ inline std::string format_run_analysis(const run_analysis& a) {
   s += "\n";
   s += format(
       "model: 6·N + 12·L·C·T = %.4g FLOPs per token (N %s, L %d, C %d, T %d) x %s "
-      "tokens per step%s = %.4g FLOPs per step",
+      "tokens per step%s%s = %.4g FLOPs per step%s\n",
       a.flops_per_token, detail::thousands(a.params).c_str(), a.layers, a.width, a.seq,
       detail::thousands(a.tokens_per_step).c_str(),
-      a.tokens_derived ? " (tokens/s x step time)" : "", a.flops_per_step);
-  s += a.devices > 1 ? format(" on each of %d devices\n", a.devices) : std::string("\n");
+      a.devices > 1 ? format(" on each of %d devices", a.devices).c_str() : "",
+      a.tokens_derived ? " (tokens/s x step time)" : "", a.flops_per_step,
+      a.devices > 1 ? " per device" : "");
   s += format_summary_body(a.summary);
   s += "phases: the log does not split a step; time outside evaluations and checkpoint saves "
        "shows as compute\n";

@@ -209,6 +209,23 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
         continue;
       }
     }
+    sc = {msg};
+    if (sc.lit("Building device mesh with parallelism:")) {
+      // The devices one step runs on: pp × dp_replicate × dp_shard × cp × tp (ep reuses them).
+      double devices = 1;
+      bool all = true;
+      for (const char* key : {"pp=", "dp_replicate=", "dp_shard=", "cp=", "tp="}) {
+        const auto v = detail::titan_field(msg, key);
+        if (v && *v >= 1 && *v < 1e6)
+          devices *= *v;
+        else
+          all = false;
+      }
+      if (all && devices < 1e9) {
+        run.facts.devices = int(devices);
+        continue;
+      }
+    }
     if (const auto at = msg.find(" capacity: "); at != std::string_view::npos) {
       const auto with = msg.rfind(" with ");
       if (with != std::string_view::npos && with > at) {
