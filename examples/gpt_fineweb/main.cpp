@@ -45,9 +45,9 @@
 
 // ---- data parallelism (--reducer mpi; built where CMake found MPI) ----
 #if defined(TRAINKIT_HAS_MPI)
+#include <trainkit/comm/mpi_session.hpp>
 #include <trainkit/optim/zero1_adamw_cpu.hpp>
 #include <trainkit/reduce/mpi_allreduce.hpp>
-#include <trainkit/reduce/mpi_session.hpp>
 #include <trainkit/reduce/mpi_zero1.hpp>
 
 #include "mpi_launch.hpp"
@@ -146,7 +146,7 @@ static_assert(reports_state_bytes<tk::optim::adamw_cpu>, "the ranks line reports
 /// rank trains on its slice of each global batch; rank 0 writes the console, metrics,
 /// TensorBoard, checkpoints and exports.
 int run_train_mpi(const train_options& o) {
-  tk::reduce::mpi_session mpi;
+  tk::comm::mpi_session mpi;
   return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
     train_driver driver(o, cpu_device{}, ranks.rank, ranks.ranks);
     if (o.reducer == "mpi-zero1")  // ZeRO-1: the optimizer state sharded over the ranks

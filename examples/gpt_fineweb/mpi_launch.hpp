@@ -17,9 +17,9 @@
 #include <iostream>
 #include <string>
 
+#include <trainkit/comm/mpi_check.hpp>
+#include <trainkit/comm/mpi_session.hpp>
 #include <trainkit/core/error.hpp>
-#include <trainkit/reduce/detail/mpi_check.hpp>
-#include <trainkit/reduce/mpi_session.hpp>
 #include <trainkit/trainer/stop_flag.hpp>
 
 #include "flag_names.hpp"
@@ -45,24 +45,23 @@ struct mpi_ranks {
   /// saves' temporaries, which two ranks must not do at once.
   template <class Make>
   auto rank_zero_first(Make make) const {
-    namespace rd = trainkit::reduce::detail;
-    if (rank != 0) rd::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (rank != 0) trainkit::comm::mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     auto made = make();
-    if (rank == 0) rd::check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (rank == 0) trainkit::comm::mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     return made;
   }
 };
 
 /// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED): the GPU it takes.
 inline int node_local_rank() {
-  namespace rd = trainkit::reduce::detail;
   MPI_Comm node = MPI_COMM_NULL;
-  rd::check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            "MPI_Comm_split_type");
+  trainkit::comm::mpi_check(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+      "MPI_Comm_split_type");
   int local = 0;
   const int rc = MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
-  rd::check(rc, "MPI_Comm_rank");
+  trainkit::comm::mpi_check(rc, "MPI_Comm_rank");
   return local;
 }
 
@@ -70,7 +69,7 @@ inline int node_local_rank() {
 /// main() as in a run without mpirun; with more it is printed naming the rank, and MPI_Abort
 /// ends every rank with exit code 2.
 template <class Body>
-int run_mpi_rank(const trainkit::reduce::mpi_session& mpi, Body body) {
+int run_mpi_rank(const trainkit::comm::mpi_session& mpi, Body body) {
   const mpi_ranks ranks{mpi.world_rank(), mpi.world_size()};
   // mpirun passes SIGUSR1 on to every rank (a SIGTERM to mpirun ends the ranks before a final
   // checkpoint): here it is a stop request like SIGTERM to one rank.

@@ -41,10 +41,10 @@
 
 // ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
 #if defined(TRAINKIT_HAS_NCCL)
+#include <trainkit/comm/mpi_session.hpp>
+#include <trainkit/comm/nccl_mpi.hpp>
 #include <trainkit/optim/zero1_adamw_cuda.hpp>
-#include <trainkit/reduce/mpi_session.hpp>
 #include <trainkit/reduce/nccl_allreduce.hpp>
-#include <trainkit/reduce/nccl_mpi.hpp>
 #include <trainkit/reduce/nccl_zero1.hpp>
 
 #include "mpi_launch.hpp"
@@ -192,13 +192,13 @@ void select_rank_gpu(const train_options& o, const mpi_ranks& ranks) {
 /// state over the ranks (the communicator is the reducer's and the optimizer's). Never run on a
 /// GPU yet.
 int run_train_nccl(const train_options& o) {
-  tk::reduce::mpi_session mpi;
+  tk::comm::mpi_session mpi;
   return run_mpi_rank(mpi, [&](const mpi_ranks& ranks) {
     train_driver driver(o, cuda_device(o), ranks.rank, ranks.ranks);
-    std::optional<tk::reduce::nccl_communicator> comm;  // outlives the trainer's policies
+    std::optional<tk::comm::nccl_communicator> comm;  // outlives the trainer's policies
     const auto join = [&] {
       select_rank_gpu(o, ranks);
-      comm.emplace(tk::reduce::nccl_communicator_from_mpi());
+      comm.emplace(tk::comm::nccl_communicator_from_mpi());
     };
     if (o.reducer == "nccl-zero1")
       return driver.run_sharded<tk::optim::zero1_adamw_cuda>(

@@ -1,4 +1,4 @@
-// trainkit/model/step_protocol.hpp — the vocabulary of one optimizer step (step protocol v2).
+// trainkit/core/step_protocol.hpp — the vocabulary of one optimizer step (step protocol v2).
 //
 // An optimizer step is `count` micro-steps of gradient accumulation, then a reduction of the
 // gradients across ranks, global-norm clipping and the optimizer's update. The trainer describes
@@ -12,6 +12,11 @@
 // layout (all layers' ln1w, then all layers' ln1b, ...) one layer's gradients are one range in
 // each of the 12 per-layer tensors. The buckets of a model tile its gradient buffer exactly, so
 // the clipping step over the buckets reads every gradient once.
+//
+// Every role speaks it (models publish buckets, reducers reduce them, the clipping step and the
+// sharded optimizers cut them), so it lives in core/, below all of them. The types are
+// trainkit::gradient_range etc.; models and the code written against them spell them
+// model::gradient_range, which names the same types.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +27,7 @@
 
 #include "trainkit/core/error.hpp"
 
-namespace trainkit::model {
+namespace trainkit {
 
 /// A contiguous range [offset, offset + count) of the flat gradient buffer, in elements.
 struct gradient_range {
@@ -92,4 +97,12 @@ inline void check_buckets_tile(std::span<const gradient_bucket> buckets, std::si
                        " of " + std::to_string(n) + " gradients");
 }
 
-}  // namespace trainkit::model
+namespace model {
+using trainkit::bucket_observer;
+using trainkit::check_buckets_tile;
+using trainkit::gradient_bucket;
+using trainkit::gradient_range;
+using trainkit::micro_step;
+}  // namespace model
+
+}  // namespace trainkit

@@ -1,4 +1,4 @@
-// trainkit/reduce/mpi_session.hpp — MPI's lifetime as an object: initialised once, finalised once.
+// trainkit/comm/mpi_session.hpp — MPI's lifetime as an object: initialised once, finalised once.
 //
 // A program that trains on several ranks creates one `mpi_session` before any reducer and lets it
 // go out of scope after the last one (reducers free their communicators in their destructors,
@@ -12,10 +12,10 @@
 
 #include <string>
 
+#include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/reduce/detail/mpi_check.hpp"
 
-namespace trainkit::reduce {
+namespace trainkit::comm {
 
 class mpi_session {
  public:
@@ -23,20 +23,20 @@ class mpi_session {
   /// be started twice in one process) or gives less than MPI_THREAD_FUNNELED.
   mpi_session() {
     int finalized = 0;
-    detail::check(MPI_Finalized(&finalized), "MPI_Finalized");
+    mpi_check(MPI_Finalized(&finalized), "MPI_Finalized");
     if (finalized)
       throw config_error(
           "mpi_session: MPI was already finalised in this process; it can be "
           "initialised only once");
     int initialized = 0;
-    detail::check(MPI_Initialized(&initialized), "MPI_Initialized");
+    mpi_check(MPI_Initialized(&initialized), "MPI_Initialized");
     int provided = 0;
     if (!initialized) {
-      detail::check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
-                    "MPI_Init_thread");
+      mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+                "MPI_Init_thread");
       owns_ = true;
     } else {
-      detail::check(MPI_Query_thread(&provided), "MPI_Query_thread");
+      mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread");
     }
     if (provided < MPI_THREAD_FUNNELED) {
       if (owns_) MPI_Finalize();
@@ -55,12 +55,12 @@ class mpi_session {
   /// Rank and size in MPI_COMM_WORLD (a reducer may work on a sub-communicator).
   int world_rank() const {
     int r = 0;
-    detail::check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
     return r;
   }
   int world_size() const {
     int n = 0;
-    detail::check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
+    mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
     return n;
   }
 
@@ -68,4 +68,4 @@ class mpi_session {
   bool owns_ = false;
 };
 
-}  // namespace trainkit::reduce
+}  // namespace trainkit::comm

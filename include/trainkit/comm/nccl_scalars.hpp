@@ -1,4 +1,4 @@
-// trainkit/reduce/detail/nccl_scalars.hpp — the rank-aware hooks (reduce/concepts.hpp) of the
+// trainkit/comm/nccl_scalars.hpp — the rank-aware hooks (reduce/concepts.hpp) of the
 // NCCL reducers: element-wise sums, rank-order means and the stop consensus over a few doubles.
 //
 // Shared by nccl_allreduce and nccl_zero1. Each call copies its values to device scratch, runs one
@@ -15,11 +15,11 @@
 #include <span>
 #include <vector>
 
+#include "trainkit/comm/nccl_check.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
-#include "trainkit/reduce/detail/nccl_check.hpp"
 
-namespace trainkit::reduce::detail {
+namespace trainkit::comm {
 
 class nccl_scalars {
  public:
@@ -70,4 +70,4 @@ class nccl_scalars {
   cuda::device_buffer<double> scratch_;
 };
 
-}  // namespace trainkit::reduce::detail
+}  // namespace trainkit::comm
