@@ -47,7 +47,7 @@
 #include "trainkit/data/shard_format.hpp"
 #include "trainkit/data/shard_writer.hpp"
 #include "trainkit/data/worker_pool.hpp"
-#include "trainkit/tokenizer/detail/utf8.hpp"
+#include "trainkit/core/utf8.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
@@ -179,7 +179,7 @@ inline chunk_result tokenize_chunk(const chunk& c, const trainkit::tokenizer::gp
       tok.encode_into(text, ids, enc);
     } catch (const trainkit::format_error& e) {
       // Ill-formed UTF-8 (JSON strings are validated by the parser, so this is a text input).
-      const auto at = trainkit::tokenizer::detail::find_invalid_utf8(text);
+      const auto at = trainkit::find_invalid_utf8(text);
       std::string line = where;
       if (!c.jsonl && at) line = c.source + ":" + line_of_offset(text, *at);
       r.bad.push_back(line + ": " + e.what() + " (--invalid-utf8 replace encodes it as U+FFFD)");

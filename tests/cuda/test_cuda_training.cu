@@ -99,7 +99,7 @@ std::vector<double> gpu_training_losses(const training_setup& s) {
 }
 
 // The attention choice is checked before any device work, so these run in CI without a GPU. This
-// program does not link the cuDNN engine (support/cudnn_engine.cpp): attention=cudnn must say
+// program does not link the cuDNN engine (trainkit_cudnn_engine): attention=cudnn must say
 // how to get it instead of failing later.
 TEST(CudaTraining, AttentionChoiceIsCheckedBeforeTouchingTheDevice) {
   const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");

@@ -1,5 +1,9 @@
-// trainkit/tokenizer/detail/utf8.hpp — strict UTF-8 decoding, validation and repair.
+// trainkit/core/utf8.hpp — strict UTF-8 decoding, validation and repair.
 //
+// The one UTF-8 validator of the library, for the tokenizer and the checkpoint writer alike.
+// A checkpoint manifest is JSON, and JSON text is UTF-8 (RFC 8259): its reader (nlohmann_json)
+// refuses a string holding a byte sequence that is not, so the writer checks names and meta values
+// with these rules first (tests/checkpoint compares the two on every short byte string).
 // The tokenizer promises the ids tiktoken gives for valid UTF-8 and a clear error (or, when asked,
 // U+FFFD replacement) for anything else, never undefined behaviour on arbitrary bytes. Decoding
 // follows the Unicode Standard's well-formed byte sequences (table 3-7): no overlong forms, no
@@ -10,12 +14,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
 
-namespace trainkit::tokenizer::detail {
+namespace trainkit {
 
 /// One decoded code point: `length` > 0 bytes were valid; `length` < 0 means the bytes are
 /// ill-formed and -`length` of them form the maximal subpart to replace by one U+FFFD.
@@ -113,4 +118,20 @@ inline std::string describe_invalid_utf8(std::string_view text, std::size_t offs
   return s;
 }
 
-}  // namespace trainkit::tokenizer::detail
+/// `s` for an error message: printable ASCII as is, every other byte as \xNN.
+inline std::string escaped_for_message(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f) {
+      out += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+}  // namespace trainkit

@@ -1,4 +1,4 @@
-// tests/tokenizer/test_utf8.cpp — strict UTF-8 decoding and repair.
+// tests/core/test_utf8.cpp — strict UTF-8 decoding and repair.
 //
 // Checks the decoder against the well-formedness table of the Unicode Standard (overlongs,
 // surrogates, > U+10FFFF, truncation) by comparing it, over every 1- to 3-byte sequence and
@@ -11,11 +11,11 @@
 #include <random>
 #include <string>
 
-#include "trainkit/tokenizer/detail/utf8.hpp"
+#include "trainkit/core/utf8.hpp"
 
 namespace {
 
-using namespace trainkit::tokenizer::detail;
+using namespace trainkit;
 
 std::string encode_scalar(char32_t cp) {
   std::string s;
