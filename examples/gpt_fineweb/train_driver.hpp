@@ -34,7 +34,6 @@
 
 #include <trainkit/checkpoint/no_checkpoint.hpp>
 #include <trainkit/core/error.hpp>
-#include <trainkit/data/default_corpus.hpp>
 #include <trainkit/data/mmap_token_source.hpp>
 #include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/gpt2_config.hpp>
@@ -47,6 +46,7 @@
 #include <trainkit/trainer/tensorboard.hpp>
 #include <trainkit/trainer/trainer.hpp>
 
+#include "data/default_corpus.hpp"
 #include "hellaswag_log.hpp"
 #include "hellaswag_scorer.hpp"
 #include "sampler.hpp"
@@ -118,9 +118,9 @@ inline std::filesystem::path write_default_corpus() {
       fs::temp_directory_path() / ("trainkit-default-corpus-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
+                        std::span<const std::uint16_t>(default_corpus_tokens));
   tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
+                        std::span<const std::uint16_t>(default_corpus_val_tokens));
   return dir;
 }
 
@@ -259,7 +259,7 @@ class train_driver {
       data = (corpus_.path / "default_train_*.bin").string();
       if (val.empty()) val = (corpus_.path / "default_val_*.bin").string();
       std::cout << "no --data given: training on the embedded corpus ("
-                << std::size(tk::data::default_corpus_tokens)
+                << std::size(default_corpus_tokens)
                 << " tokens of Python documentation text)\n";
     }
 
