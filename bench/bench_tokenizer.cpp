@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "../examples/gpt_fineweb/prepare.hpp"
+#include "../examples/gpt_fineweb/commands/prepare.hpp"
 #include "../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 
