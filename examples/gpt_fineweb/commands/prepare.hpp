@@ -1,4 +1,5 @@
-// prepare.hpp — `gpt_fineweb prepare`: text (files, FineWeb JSONL, stdin) -> llm.c token shards.
+// commands/prepare.hpp — `gpt_fineweb prepare`: text (files, FineWeb JSONL, stdin) -> llm.c token
+// shards.
 //
 // Each input document becomes <|endoftext|> (50256) followed by its GPT-2 ids (the text's own
 // "<|endoftext|>" spelling stays text, as in llm.c's and modded-nanogpt's fineweb.py). The token
@@ -40,6 +41,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -50,6 +52,8 @@
 #include "trainkit/core/utf8.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
+
+#include "../command.hpp"
 
 namespace gpt_fineweb {
 
@@ -407,5 +411,18 @@ inline int run_prepare(const prepare_options& o, std::ostream& log) {
         << "(fewer than --val-tokens " << val_tokens << "); no training shard written\n";
   return 0;
 }
+
+class prepare_command final : public command {
+ public:
+  std::string_view name() const override { return "prepare"; }
+  std::string_view summary() const override {
+    return "Tokenize text / JSONL into llm.c token shards";
+  }
+  void add_options(CLI::App& app) override { add_prepare_options(app, o_); }
+  int run(std::ostream& out) override { return run_prepare(o_, out); }
+
+ private:
+  prepare_options o_;
+};
 
 }  // namespace gpt_fineweb

@@ -1,17 +1,19 @@
-// train_driver.hpp — gpt_fineweb's training run, one driver for --device cpu and --device cuda.
+// train/driver.hpp — gpt_fineweb's training run, one driver for --device cpu and --device cuda,
+// every registered model family and every optimizer family.
 //
 // A run has two phases. The first (train_driver's constructor) checks everything the flags say
-// that needs no device: the cross-flag checks, the AdamW and schedule settings, the checkpoint
+// that needs no device: the cross-flag checks, the optimizer and schedule settings, the checkpoint
 // mode, the model's shape (a preset or a model file), --seq against it, and the --data/--val
 // shards (opened, magic and size checked). Only the second (`run`) touches the device: "no CUDA
 // device", the reducer, the checkpointer, the model, the trainer, then the run, the report, the
 // chart and the exports. So a bad flag gives the same error on both devices, also on a machine
 // without a GPU, and a flag means the same on both because one piece of code reads it.
 //
-// What differs by device is a small policy (`device_policy` below): the model, optimizer and
-// prefetcher types, how the model is built and exported, which checkpointers fit its memory.
-// main.cpp holds the CPU one; train_cuda.cu the CUDA one. train_cuda.cu is compiled by nvcc,
-// so this header and what it includes stay free of Eigen (no gpt2_cpu.hpp).
+// What differs by device is a small policy (`device_policy` below): the model family's policies
+// for that device, the prefetcher, which checkpointers fit its memory. train/cpu.hpp holds the
+// CPU one, train/cuda.cu the CUDA one; the model and optimizer families (families/) are template
+// arguments. train/cuda.cu is compiled by nvcc, so this header and what it includes stay free of
+// Eigen (no gpt2_cpu.hpp).
 #pragma once
 
 #include <unistd.h>
@@ -34,12 +36,9 @@
 
 #include <trainkit/checkpoint/no_checkpoint.hpp>
 #include <trainkit/core/error.hpp>
-#include <trainkit/data/default_corpus.hpp>
 #include <trainkit/data/mmap_token_source.hpp>
 #include <trainkit/data/shard_format.hpp>
-#include <trainkit/model/gpt2_config.hpp>
 #include <trainkit/model/sampling.hpp>
-#include <trainkit/optim/adamw_config.hpp>
 #include <trainkit/reduce/single.hpp>
 #include <trainkit/report/chart.hpp>
 #include <trainkit/report/metrics_reader.hpp>
@@ -47,16 +46,20 @@
 #include <trainkit/trainer/tensorboard.hpp>
 #include <trainkit/trainer/trainer.hpp>
 
-#include "hellaswag_log.hpp"
-#include "hellaswag_scorer.hpp"
+#include "../data/default_corpus.hpp"
+#include "../families/family.hpp"
+#include "../hellaswag.hpp"
+#include "options.hpp"
 #include "sampler.hpp"
-#include "train_options.hpp"
 
 namespace gpt_fineweb {
 
 /// What a device brings to the driver. Requires:
-///  - `model_type`, `optimizer_type`, `prefetch_recipe`: the composition's policies (a ZeRO-1 run
-///    passes its own optimizer to `run`);
+///  - `policies<Family>`: the families' policies on this device (host_policies, cuda_policies),
+///    whose `optimizer_type<Model>` is the optimizer of a one-process or all-reduce run (a ZeRO-1
+///    run passes its own optimizer to `run_sharded`);
+///  - `model_type`, `config_type`, `prefetch_recipe`: the model family's model and config on this
+///    device, and the prefetcher;
 ///  - `name`: the --device value ("cpu", "cuda"), stored as the checkpoints' meta["device"];
 ///  - `model_config(o)`: the shape of the model the flags name (a preset, --init-from's header,
 ///    --init-from-hf's config) without touching the device; it may keep a model it loaded on the
@@ -72,15 +75,14 @@ namespace gpt_fineweb {
 ///  - `after_run(const model_type&, ostream&)`: device notes after the report;
 ///  - `export_model(o, const model_type&, ostream&)`: --export-hf and --export.
 template <class D>
-concept device_policy = requires(D d, const train_options& o,
-                                 const trainkit::model::gpt2_config& cfg,
+concept device_policy = requires(D d, const train_options& o, const typename D::config_type& cfg,
                                  trainkit::mfu_settings& mfu, const typename D::model_type& m,
                                  std::ostream& out) {
   typename D::model_type;
-  typename D::optimizer_type;
+  typename D::config_type;
   typename D::prefetch_recipe;
   { D::name } -> std::convertible_to<std::string_view>;
-  { d.model_config(o) } -> std::same_as<trainkit::model::gpt2_config>;
+  { d.model_config(o) } -> std::same_as<typename D::config_type>;
   { d.check_device() } -> std::same_as<void>;
   { d.make_model(o, cfg) } -> std::same_as<typename D::model_type>;
   { d.configure(mfu, m) } -> std::same_as<void>;
@@ -95,6 +97,13 @@ concept device_policy = requires(D d, const train_options& o,
 template <class O>
 concept reports_state_bytes = requires(const O& o) {
   { o.state_bytes() } -> std::convertible_to<std::size_t>;
+};
+
+/// An optimizer family's policies on a device that have a sharded (ZeRO-1) form for `Model`:
+/// `zero1_optimizer_type<Model>` and `zero1_config(...)` (families/adamw.hpp).
+template <class Policies, class Model>
+concept has_zero1_form = requires {
+  typename Policies::template zero1_optimizer_type<Model>;
 };
 
 /// The ranks of a run: one process. (An MPI job's, mpi_launch.hpp, lets rank 0 go first.)
@@ -118,9 +127,9 @@ inline std::filesystem::path write_default_corpus() {
       fs::temp_directory_path() / ("trainkit-default-corpus-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   tk::data::write_shard((dir / "default_train_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_tokens));
+                        std::span<const std::uint16_t>(default_corpus_tokens));
   tk::data::write_shard((dir / "default_val_000000.bin").string(),
-                        std::span<const std::uint16_t>(tk::data::default_corpus_val_tokens));
+                        std::span<const std::uint16_t>(default_corpus_val_tokens));
   return dir;
 }
 
@@ -168,24 +177,15 @@ inline void write_run_chart(const train_options& o,
 }
 
 /// --sample-every and --hellaswag-every during training, on rank 0 (every rank holds the same
-/// weights): the sampler, the HellaSwag scorer, its log beside --metrics and its TensorBoard run.
+/// weights): the sampler and the HellaSwag scorer (hellaswag.hpp).
 class training_evals {
  public:
   training_evals(const train_options& o, int rank) : o_(o) {
     if (rank != 0) return;
     if (o.sample_every > 0) samples_.emplace(sampler::from_options(o));
-    if (o.hellaswag_every > 0) {
-      hellaswag_.emplace(o.hellaswag, o.vocab, o.hellaswag_limit);
-      if (!o.metrics.empty()) {
-        const std::filesystem::path path = hellaswag_log_path(o.metrics);
-        log_.emplace(path, std::ios::app);
-        if (!*log_) throw trainkit::io_error("cannot open " + path.string() + " for writing");
-      }
-      // A folder of its own: TensorBoard shows it as a run beside the training run's scalars,
-      // and its reader never has two event files of one run growing at once.
-      if (!o.tensorboard.empty())
-        tensorboard_.emplace(std::filesystem::path(o.tensorboard) / "hellaswag");
-    }
+    if (o.hellaswag_every > 0)
+      hellaswag_.emplace(o.hellaswag, o.vocab, o.hellaswag_limit, o.hellaswag_every, o.metrics,
+                         o.tensorboard);
   }
 
   bool any() const noexcept { return samples_ || hellaswag_; }
@@ -196,60 +196,42 @@ class training_evals {
     if (samples_ && step % std::uint64_t(o_.sample_every) == 0)
       std::cout << "---- sample at step " << step << " ----\n"
                 << (*samples_)(model, step) << "\n----\n";
-    if (hellaswag_ && step % std::uint64_t(o_.hellaswag_every) == 0) score(model, step);
+    if (hellaswag_) hellaswag_->after_step(model, step);
   }
 
-  /// After the run: the last step is scored too (after_step did when it is a multiple of K).
+  /// After the run: the last step is scored too.
   template <class Model>
   void after_run(Model& model, const trainkit::run_result& result) {
-    if (hellaswag_ && !result.steps.empty() &&
-        result.last_step % std::uint64_t(o_.hellaswag_every) != 0)
-      score(model, result.last_step);
+    if (hellaswag_) hellaswag_->after_run(model, result.last_step, !result.steps.empty());
   }
 
   /// This run's HellaSwag scores, for the report.
   void report(std::ostream& out) const {
-    if (!points_.empty()) out << format_hellaswag_log(points_);
+    if (hellaswag_) hellaswag_->report(out);
   }
 
  private:
-  template <class Model>
-  void score(Model& model, std::uint64_t step) {
-    const auto r = (*hellaswag_)(model);
-    std::cout << "hellaswag at step " << step << ": " << format_hellaswag(r) << "\n";
-    const hellaswag_point p = hellaswag_point_of(step, r);
-    points_.push_back(p);
-    if (log_) {
-      *log_ << hellaswag_log_line(p) << "\n" << std::flush;
-      if (!*log_) throw trainkit::io_error("writing the HellaSwag log beside " + o_.metrics);
-    }
-    if (tensorboard_)
-      tensorboard_->write_scalars(
-          std::int64_t(step),
-          {{"eval/hellaswag_acc", float(p.acc)}, {"eval/hellaswag_acc_norm", float(p.acc_norm)}});
-  }
-
   const train_options& o_;
   std::optional<sampler> samples_;
-  std::optional<hellaswag_scorer> hellaswag_;
-  std::optional<std::ofstream> log_;                         // <metrics stem>.hellaswag.jsonl
-  std::optional<trainkit::tensorboard_writer> tensorboard_;  // <--tensorboard>/hellaswag/
-  std::vector<hellaswag_point> points_;
+  std::optional<hellaswag_during_training> hellaswag_;
 };
 
-template <device_policy Device>
+template <device_policy Device, optimizer_family OptimizerFamily>
 class train_driver {
  public:
   using model_type = typename Device::model_type;
+  using config_type = typename Device::config_type;
+  using optimizer_policies = typename Device::template policies<OptimizerFamily>;
 
   /// Phase 1: every check that needs no device. Throws config_error (naming the flag; main()
   /// maps library field names with flag_names.hpp), format_error or io_error.
   /// `rank` of `ranks` reads its slice of every global batch (data parallel; one process: 0 of 1).
-  train_driver(const train_options& o, Device device, int rank = 0, int ranks = 1)
+  train_driver(const train_options& o, Device device,
+               const typename OptimizerFamily::flags& optimizer_flags, int rank = 0, int ranks = 1)
       : o_(o), device_(std::move(device)), ranks_{rank, ranks}, mute_(rank) {
     namespace tk = trainkit;
     o_.validate();
-    adamw_ = make_adamw_config(o_);
+    optimizer_config_ = OptimizerFamily::config(o_, optimizer_flags);
     if (o_.ckpt_mode != "none" && o_.ckpt_dir.empty())
       throw tk::config_error("--ckpt-mode " + o_.ckpt_mode + " needs --ckpt-dir DIR");
 
@@ -259,12 +241,11 @@ class train_driver {
       data = (corpus_.path / "default_train_*.bin").string();
       if (val.empty()) val = (corpus_.path / "default_val_*.bin").string();
       std::cout << "no --data given: training on the embedded corpus ("
-                << std::size(tk::data::default_corpus_tokens)
-                << " tokens of Python documentation text)\n";
+                << std::size(default_corpus_tokens) << " tokens of Python documentation text)\n";
     }
 
     model_config_ = device_.model_config(o_);
-    const tk::model::gpt2_config& mc = model_config_;
+    const config_type& mc = model_config_;
     if (o_.seq > mc.max_seq_len)
       throw tk::config_error("--seq " + std::to_string(o_.seq) +
                              " exceeds the model's max_seq_len " + std::to_string(mc.max_seq_len));
@@ -288,9 +269,10 @@ class train_driver {
   train_driver(const train_driver&) = delete;
   train_driver& operator=(const train_driver&) = delete;
 
-  /// Phase 2, one process: trains with Device's optimizer and no reducer.
+  /// Phase 2, one process: trains with the optimizer family's optimizer and no reducer.
   int run() {
-    return run<typename Device::optimizer_type>([] { return trainkit::reduce::single{}; }, ranks_);
+    return run<typename optimizer_policies::template optimizer_type<model_type>>(
+        [] { return trainkit::reduce::single{}; }, ranks_);
   }
 
   /// Phase 2: the device check, then `make_reducer()` (after it: a rank may select its GPU
@@ -314,7 +296,8 @@ class train_driver {
   /// Phase 2 of a ZeRO-1 run, whose optimizer state is sharded over the ranks: the device check,
   /// `make_reducer()` (a rank may select its GPU there), the checkpointer of --ckpt-mode — none,
   /// or sync's sharded checkpoints (built by rank 0 first); async has no sharded form and
-  /// train_options::validate refuses it — then the optimizer's config, `make_config(adamw)` (it
+  /// train_options::validate refuses it — then the optimizer's config, `make_config(family's
+  /// config)` (it
   /// may name the communicator make_reducer made), the model, the trainer and the run.
   template <class Optimizer, class MakeReducer, class MakeConfig, class Ranks>
   int run_sharded(MakeReducer make_reducer, MakeConfig make_config, const Ranks& ranks) {
@@ -322,7 +305,7 @@ class train_driver {
     auto reducer = make_reducer();
     if (o_.ckpt_mode == "none")
       return train<Optimizer>(trainkit::checkpoint::no_checkpoint{}, std::move(reducer),
-                              make_config(adamw_));
+                              make_config(optimizer_config_));
     if (o_.ckpt_mode != "sync")
       throw trainkit::config_error("--ckpt-mode " + o_.ckpt_mode + ": --reducer " + o_.reducer +
                                    " saves sharded checkpoints with --ckpt-mode sync only");
@@ -330,14 +313,14 @@ class train_driver {
     // commits them (checkpoint/sharded.hpp). Rank 0 builds its checkpointer first: construction
     // removes stale temporary folders.
     return train<Optimizer>(ranks.rank_zero_first([&] { return device_.sync_checkpointer(o_); }),
-                            std::move(reducer), make_config(adamw_));
+                            std::move(reducer), make_config(optimizer_config_));
   }
 
  private:
   template <class Optimizer, class Checkpointer, class Reducer>
   int train(Checkpointer checkpointer, Reducer reducer) {
     return train<Optimizer>(std::move(checkpointer), std::move(reducer),
-                            typename Optimizer::config_type(adamw_));
+                            typename Optimizer::config_type(optimizer_config_));
   }
 
   template <class Optimizer, class Checkpointer, class Reducer>
@@ -402,10 +385,10 @@ class train_driver {
   one_process ranks_;  // this rank and the number of ranks
   mute_stdout_unless_rank_zero mute_;
   scoped_dir corpus_;  // the embedded corpus's shards, when there is no --data
-  trainkit::model::gpt2_config model_config_;
+  config_type model_config_;
   std::optional<trainkit::data::mmap_token_source> train_, val_;
   trainkit::trainer_config config_;
-  trainkit::optim::adamw_config adamw_;
+  typename OptimizerFamily::config_type optimizer_config_;
 };
 
 }  // namespace gpt_fineweb

@@ -1,6 +1,6 @@
-// sampler.hpp — text sampled from a trained model: `--sample N` alone (main.cpp) and every K
-// steps of training (--sample-every, train_driver.hpp). It works with any model that has logits
-// (model::logit_model) and names no model type, so it stays free of Eigen.
+// train/sampler.hpp — text sampled from a trained model: `--sample N` alone (commands/sample.hpp)
+// and every K steps of training (--sample-every, train/driver.hpp). It works with any model that
+// has logits (model::logit_model) and names no model type, so it stays free of Eigen.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <trainkit/tokenizer/gpt2_tokenizer.hpp>
 #include <trainkit/tokenizer/vocab_files.hpp>
 
-#include "train_options.hpp"
+#include "options.hpp"
 
 namespace gpt_fineweb {
 

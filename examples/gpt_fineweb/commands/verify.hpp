@@ -1,4 +1,5 @@
-// verify.hpp — `gpt_fineweb verify DIR`: checks every checkpoint in a checkpoint directory.
+// commands/verify.hpp — `gpt_fineweb verify DIR`: checks every checkpoint in a checkpoint
+// directory.
 //
 // Each `step_N` directory is verified the way resume would trust it (the manifest's fields and
 // its own checksum, the step against the directory name, tensors.bin's size and every tensor's
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -20,6 +22,8 @@
 #include <trainkit/checkpoint/read.hpp>
 #include <trainkit/checkpoint/write.hpp>
 #include <trainkit/core/error.hpp>
+
+#include "../command.hpp"
 
 namespace gpt_fineweb {
 
@@ -80,5 +84,20 @@ inline int run_verify(const verify_options& o, std::ostream& out) {
                                  std::to_string(steps.size()) + " checked)");
   return 0;
 }
+
+class verify_command final : public command {
+ public:
+  std::string_view name() const override { return "verify"; }
+  std::string_view summary() const override {
+    return "Check every checkpoint in a directory (CRC-32C)";
+  }
+  void add_options(CLI::App& app) override {
+    app.add_option("dir", o_.dir, "checkpoint directory (--ckpt-dir)")->required();
+  }
+  int run(std::ostream& out) override { return run_verify(o_, out); }
+
+ private:
+  verify_options o_;
+};
 
 }  // namespace gpt_fineweb

@@ -1,7 +1,9 @@
-// train_options.hpp — gpt_fineweb's training flags (the contract of docs/cli.md) and their checks.
+// train/options.hpp — gpt_fineweb's training flags (the contract of docs/cli.md) and their checks.
 //
 // Defaults suit a first run on a laptop CPU (d2 on the embedded corpus, loss falling within a
-// minute); the H200 recipe in the README sets every flag explicitly.
+// minute); the H200 recipe in the README sets every flag explicitly. --arch, --model and
+// --optimizer, whose values come from the family registry, and the families' own flags are added
+// by the training command (commands/train.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,7 +16,6 @@
 #include <trainkit/core/error.hpp>
 #include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/sampling.hpp>
-#include <trainkit/optim/adamw_config.hpp>
 #include <trainkit/optim/schedule.hpp>
 #include <trainkit/trainer/trainer.hpp>
 
@@ -24,9 +25,11 @@ struct train_options {
   std::string data, val;             // shard globs; empty data = embedded corpus
   std::string data_format = "llmc";  // layout of --data/--val files: llmc or headerless_uint16
   std::string device = "cpu";
-  std::string attention = "auto";  // --device cuda: auto, naive, flash or cudnn
-  bool cuda_graph = false;          // --device cuda: replay each micro-step as a CUDA graph
-  std::string model = "d2";
+  std::string attention = "auto";      // --device cuda: auto, naive, flash or cudnn
+  bool cuda_graph = false;             // --device cuda: replay each micro-step as a CUDA graph
+  std::string arch = "gpt2";           // model family (families/registry.hpp)
+  std::string model = "d2";            // preset of the --arch family
+  std::string optimizer = "adamw";     // optimizer family (families/registry.hpp)
   int batch = 8;                       // B (micro-batch)
   int seq = 64;                        // T
   std::size_t total_batch_tokens = 0;  // 0 = B·T (no accumulation)
@@ -185,8 +188,6 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_flag("--cuda-graph", o.cuda_graph,
                "--device cuda: capture each micro-step as a CUDA graph and replay it (one launch "
                "instead of hundreds; same results)");
-  app.add_option("--model", o.model, "GPT-2 preset: d2 d6 d12 d24 d36 d48")
-      ->check(CLI::IsMember({"d2", "d6", "d12", "d24", "d36", "d48"}));
   app.add_option("--batch", o.batch, "micro-batch size B");
   app.add_option("--seq", o.seq, "sequence length T");
   app.add_option("--total-batch-tokens", o.total_batch_tokens,
@@ -289,14 +290,6 @@ inline trainkit::trainer_config make_trainer_config(const train_options& o,
   tc.meta["model"] = model_text;
   tc.meta["seed"] = std::to_string(o.seed);
   return tc;
-}
-
-/// AdamW settings from the flags, validated (config_error names the bad value).
-inline trainkit::optim::adamw_config make_adamw_config(const train_options& o) {
-  trainkit::optim::adamw_config ac{float(o.beta1), float(o.beta2), float(o.eps),
-                                   float(o.weight_decay), float(o.grad_clip)};
-  ac.validate();
-  return ac;
 }
 
 }  // namespace gpt_fineweb

@@ -1,6 +1,7 @@
-// mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1|nccl|nccl-zero1`.
+// train/mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer
+// mpi|mpi-zero1|nccl|nccl-zero1`.
 //
-// Shared by the CPU reducers (main.cpp) and the NCCL one (train_cuda.cu): which rank this is,
+// Shared by the CPU reducers (train/cpu.hpp) and the NCCL one (train/cuda.cu): which rank this is,
 // which GPU a rank takes (its rank among the ranks of its node), rank 0 going first where ranks
 // must not race, and the rule that an exception on any rank is printed with the rank and ends the
 // whole job with MPI_Abort (the other ranks would otherwise wait forever in their next
@@ -22,20 +23,11 @@
 #include <trainkit/core/error.hpp>
 #include <trainkit/trainer/stop_flag.hpp>
 
-#include "flag_names.hpp"
+#include "../command.hpp"
 
 namespace gpt_fineweb {
 
-/// The kind of failure, as main() words it.
-inline const char* failure_kind(const std::exception& e) {
-  if (dynamic_cast<const trainkit::io_error*>(&e)) return "I/O error: ";
-  if (dynamic_cast<const trainkit::config_error*>(&e) ||
-      dynamic_cast<const trainkit::format_error*>(&e))
-    return "error: ";
-  return "fatal: ";
-}
-
-/// The ranks of MPI_COMM_WORLD, as the training driver sees them (train_driver.hpp's one_process
+/// The ranks of MPI_COMM_WORLD, as the training driver sees them (driver.hpp's one_process
 /// for one process).
 struct mpi_ranks {
   int rank = 0;
@@ -81,8 +73,7 @@ int run_mpi_rank(const trainkit::comm::mpi_session& mpi, Body body) {
     // One write(2) of the whole line: mpirun forwards each rank's stderr in the chunks it
     // arrives in, and its MPI_ABORT banner landed between the pieces of a line written by parts.
     const std::string line = "gpt_fineweb: rank " + std::to_string(ranks.rank) + " of " +
-                             std::to_string(ranks.ranks) + ": " + failure_kind(e) +
-                             name_flags(e.what()) + "\n";
+                             std::to_string(ranks.ranks) + ": " + describe_failure(e).line + "\n";
     std::cerr.flush();
     for (std::size_t done = 0; done < line.size();) {
       const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);

@@ -1,29 +1,31 @@
-// gpt_fineweb's `eval` subcommand: HellaSwag accuracy of an llm.c model file (trained by
+// commands/eval.hpp — `gpt_fineweb eval`: HellaSwag accuracy of an llm.c model file (trained by
 // trainkit and written with --export, imported with import-hf, or llm.c's own), scored by
-// hellaswag_scorer.hpp on the CPU model. Errors propagate as trainkit exceptions, which
-// main() reports as one line and exit code 2.
+// hellaswag.hpp on the CPU model. Errors propagate as trainkit exceptions, which the
+// program reports as one line and exit code 2 (command.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include <trainkit/model/gpt2_cpu.hpp>
 #include <trainkit/model/llmc_file.hpp>
 
-#include "hellaswag_scorer.hpp"
+#include "../command.hpp"
+#include "../hellaswag.hpp"
 
 namespace gpt_fineweb {
 
-struct eval_command {
+struct eval_args {
   std::string hellaswag;  // hellaswag_val.jsonl
   std::string model;      // llm.c model file
   std::string vocab;
   int limit = 0;  // first N examples; 0: all
 };
 
-inline void add_eval_options(CLI::App& sub, eval_command& o) {
+inline void add_eval_options(CLI::App& sub, eval_args& o) {
   sub.add_option("--hellaswag", o.hellaswag, "HellaSwag JSONL (e.g. hellaswag_val.jsonl) to score")
       ->required();
   sub.add_option("--init-from", o.model, "llm.c model file to evaluate")->required();
@@ -35,11 +37,22 @@ inline void add_eval_options(CLI::App& sub, eval_command& o) {
       ->check(CLI::NonNegativeNumber);
 }
 
-inline int run_eval(const eval_command& o, std::ostream& log) {
+inline int run_eval(const eval_args& o, std::ostream& log) {
   const hellaswag_scorer score(o.hellaswag, o.vocab, o.limit);
   auto model = trainkit::model::load_llmc_gpt2_cpu<float>(o.model);
   log << "hellaswag: " << format_hellaswag(score(model)) << "\n";
   return 0;
 }
+
+class eval_command final : public command {
+ public:
+  std::string_view name() const override { return "eval"; }
+  std::string_view summary() const override { return "Score an llm.c model file on HellaSwag"; }
+  void add_options(CLI::App& app) override { add_eval_options(app, o_); }
+  int run(std::ostream& out) override { return run_eval(o_, out); }
+
+ private:
+  eval_args o_;
+};
 
 }  // namespace gpt_fineweb
