@@ -1,6 +1,6 @@
 // bench/gpu/bench_gpu_attention.cu — causal attention forward + backward at GPT-2 shapes (d12:
 // C = 768, H = 12, hs 64; d48: C = 1600, H = 25, hs 64): trainkit's flash kernels, cuDNN's fused
-// attention (when the build found cudnn-frontend: support/cudnn_engine.cpp registers it) and the
+// attention (when the build found cudnn-frontend: the trainkit_cudnn_engine object registers it) and the
 // naive kernels (T×T matrices), TFLOP/s with causal FLOPs counted: forward 2·B·H·T²·hs (two
 // products, half the matrix), backward 2.5× that. Prints the goal beside the figure; exits 0
 // without a device.

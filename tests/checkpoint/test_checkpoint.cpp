@@ -192,18 +192,18 @@ TEST(CheckpointFormat, Utf8CheckAgreesWithTheManifestReader) {
       {"ok \xc3", false},           // cut short at the end
       {"\xc3\x28", false}};         // bad continuation
   for (const auto& [s, valid] : cases) {
-    EXPECT_EQ(!ck::detail::first_invalid_utf8(s).has_value(), valid)
-        << ck::detail::escaped_for_message(s);
-    EXPECT_EQ(reader_accepts(s), valid) << ck::detail::escaped_for_message(s);
+    EXPECT_EQ(!tk::find_invalid_utf8(s).has_value(), valid)
+        << tk::escaped_for_message(s);
+    EXPECT_EQ(reader_accepts(s), valid) << tk::escaped_for_message(s);
   }
   std::mt19937 rng(21);
   int valid_seen = 0;
   for (int i = 0; i < 3000; ++i) {
     std::string s(rng() % 6, '\0');
     for (auto& c : s) c = char(rng() % 4 == 0 ? rng() % 0x80 : 0x80 + rng() % 0x80);
-    const bool valid = !ck::detail::first_invalid_utf8(s).has_value();
+    const bool valid = !tk::find_invalid_utf8(s).has_value();
     valid_seen += valid;
-    ASSERT_EQ(valid, reader_accepts(s)) << ck::detail::escaped_for_message(s);
+    ASSERT_EQ(valid, reader_accepts(s)) << tk::escaped_for_message(s);
   }
   EXPECT_GT(valid_seen, 100);  // both outcomes were exercised
 }

@@ -1,5 +1,5 @@
-// GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.hpp, compiled by g++ in
-// support/cudnn_engine.cpp and reached through its registration, as gpt2_cuda reaches it) against
+// GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.hpp, compiled by g++ in the
+// trainkit_cudnn_engine object, reached through its registration as gpt2_cuda reaches it) against
 // the naive CPU attention (out, dq, dk, dv) and the CPU flash twin (the softmax statistics), and of
 // its graph cache: one graph per shape and pass.
 #include "trainkit/model/cuda/attention_engine.hpp"

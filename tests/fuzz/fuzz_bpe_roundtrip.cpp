@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/tokenizer/detail/utf8.hpp"
+#include "trainkit/core/utf8.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
@@ -27,7 +27,7 @@ const tt::gpt2_tokenizer& tokenizer() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const auto& tok = tokenizer();
-  const bool valid = !tt::detail::find_invalid_utf8(text).has_value();
+  const bool valid = !trainkit::find_invalid_utf8(text).has_value();
   std::vector<std::uint32_t> ids;
   try {
     tok.encode_into(text, ids);
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     tok.encode_into(text, ids, {.on_invalid = tt::invalid_utf8::replace});
     for (const auto id : ids)
       if (int(id) >= tok.vocab_size()) std::abort();
-    if (tok.decode(std::span<const std::uint32_t>(ids)) != tt::detail::replace_invalid_utf8(text))
+    if (tok.decode(std::span<const std::uint32_t>(ids)) != trainkit::replace_invalid_utf8(text))
       std::abort();
     return 0;
   }

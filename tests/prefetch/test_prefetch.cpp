@@ -26,6 +26,12 @@ namespace tp = trainkit::prefetch;
 using namespace std::chrono_literals;
 
 // ---- compile-time contracts --------------------------------------------------------------------
+// The shipped prefetchers satisfy the role's concept over the shipped sources (kept here, not in
+// the public headers, which then need no concrete source).
+static_assert(tp::prefetcher<tp::inline_prefetcher<td::synthetic_source>>);
+static_assert(tp::prefetcher<tp::threaded_prefetcher<td::synthetic_source, 2>>);
+static_assert(tp::prefetch_recipe_for<tp::synchronous, td::synthetic_source>);
+static_assert(tp::prefetch_recipe_for<tp::threaded<4>, td::synthetic_source>);
 static_assert(std::same_as<tp::threaded<4>::bind<td::mmap_token_source>,
                            tp::threaded_prefetcher<td::mmap_token_source, 4>>);
 static_assert(std::same_as<tp::synchronous::bind<td::mmap_token_source>,

@@ -185,6 +185,33 @@ TEST(Trainer, ConfigErrorsNameTheConfigField) {
             "trainer_config.total_batch_tokens 100 is not a multiple of the "
             "training source's batch_size x seq_len = 64");
   EXPECT_EQ(message(quiet_config(-1)), "trainer_config.steps must be >= 0: -1");
+  // Every problem at once, in one config_error.
+  cfg.steps = -1;
+  cfg.schedule.warmup_steps = -2;
+  EXPECT_EQ(message(cfg),
+            "trainer_config.steps must be >= 0: -1; trainer_config.total_batch_tokens 100 is not "
+            "a multiple of the training source's batch_size x seq_len = 64; "
+            "trainer_config.schedule.warmup_steps must be >= 0: -2");
+}
+
+TEST(Trainer, KeepsItsConfigurationAsGiven) {
+  // What a configuration implies (the schedule's length, a console that logs every step) is
+  // computed, not written back: config() is what the caller gave.
+  auto cfg = quiet_config(3);
+  cfg.schedule.total_steps = 1000;
+  cfg.output.console.log_every = 0;
+  synthetic_trainer t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                      tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
+  EXPECT_EQ(t.config(), cfg);
+  cfg.schedule.kind = tk::optim::schedule_kind::cosine;  // over the run's 3 steps, not 1000
+  cfg.schedule.final_lr_frac = 0.0f;
+  const auto r = synthetic_trainer(cfg, synthetic(), std::nullopt,
+                                   tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
+                                   tk::checkpoint::no_checkpoint{})
+                     .run();
+  ASSERT_EQ(r.steps.size(), 3u);
+  EXPECT_FLOAT_EQ(r.steps[0].lr, 2e-3f);
+  EXPECT_NEAR(r.steps[2].lr, 2e-3 * 0.5 * (1 + std::cos(M_PI * 2 / 3)), 1e-9);
 }
 
 TEST(Trainer, MeasuresAndShowsWhatItsNestedSettingsSay) {

@@ -36,19 +36,20 @@
 #include "trainkit/checkpoint/detail/chunked_writer.hpp"
 #include "trainkit/checkpoint/detail/dir_lock.hpp"
 #include "trainkit/checkpoint/detail/posix_file.hpp"
-#include "trainkit/checkpoint/detail/utf8.hpp"
 #include "trainkit/checkpoint/format.hpp"
 #include "trainkit/checkpoint/list.hpp"
 #include "trainkit/core/crc32c.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/utf8.hpp"
 
 namespace trainkit::checkpoint {
 
 namespace detail {
 
-// A name or meta string that is not valid UTF-8 would make a manifest no reader accepts (utf8.hpp).
+// A name or meta string that is not valid UTF-8 would make a manifest no reader accepts
+// (core/utf8.hpp).
 inline void check_utf8(std::string_view s, const std::string& what) {
-  if (const auto at = first_invalid_utf8(s))
+  if (const auto at = find_invalid_utf8(s))
     throw config_error(what + " is not valid UTF-8 (byte " + std::to_string(*at) + ": '" +
                        escaped_for_message(s) +
                        "'); checkpoint manifests are JSON, whose strings must be UTF-8");

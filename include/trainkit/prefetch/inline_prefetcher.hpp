@@ -12,7 +12,6 @@
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/timing.hpp"
 #include "trainkit/data/concepts.hpp"
-#include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/prefetch/concepts.hpp"
 
 namespace trainkit::prefetch {
@@ -55,8 +54,5 @@ struct synchronous {
   template <class S>
   using bind = inline_prefetcher<S>;
 };
-
-static_assert(prefetcher<inline_prefetcher<data::synthetic_source>>);
-static_assert(prefetch_recipe_for<synchronous, data::synthetic_source>);
 
 }  // namespace trainkit::prefetch

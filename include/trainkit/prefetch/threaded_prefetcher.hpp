@@ -16,7 +16,6 @@
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/timing.hpp"
 #include "trainkit/data/concepts.hpp"
-#include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/prefetch/concepts.hpp"
 #include "trainkit/prefetch/detail/ring_worker.hpp"
 
@@ -90,8 +89,5 @@ struct threaded {
   template <class S>
   using bind = threaded_prefetcher<S, Depth>;
 };
-
-static_assert(prefetcher<threaded_prefetcher<data::synthetic_source, 2>>);
-static_assert(prefetch_recipe_for<threaded<4>, data::synthetic_source>);
 
 }  // namespace trainkit::prefetch

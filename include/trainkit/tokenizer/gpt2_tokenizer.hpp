@@ -25,13 +25,14 @@
 #include <type_traits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/utf8.hpp"
 #include "trainkit/tokenizer/concepts.hpp"
 #include "trainkit/tokenizer/detail/bpe_merge.hpp"
 #include "trainkit/tokenizer/detail/byte_unicode.hpp"
-#include "trainkit/tokenizer/detail/flat_json.hpp"
 #include "trainkit/tokenizer/detail/token_table.hpp"
-#include "trainkit/tokenizer/detail/utf8.hpp"
 #include "trainkit/tokenizer/pretokenize.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
@@ -92,8 +93,8 @@ class gpt2_tokenizer {
   void encode_into(std::string_view text, std::vector<std::uint32_t>& out,
                    const encode_options& options = {}) const {
     std::string repaired;
-    if (options.on_invalid == invalid_utf8::replace && detail::find_invalid_utf8(text)) {
-      repaired = detail::replace_invalid_utf8(text);
+    if (options.on_invalid == invalid_utf8::replace && find_invalid_utf8(text)) {
+      repaired = replace_invalid_utf8(text);
       text = repaired;
     }
     detail::bpe_scratch scratch;
@@ -177,8 +178,21 @@ class gpt2_tokenizer {
     std::optional<std::uint32_t> eot;
     std::size_t entries = 0;
     table_ = detail::token_table(60000);
-    detail::flat_json_reader(json, name).read([&](const std::string& key, std::int64_t value) {
-      if (value >= (std::int64_t{1} << 24))
+    // One object of token spelling -> id; nlohmann_json checks the JSON (and that its strings are
+    // UTF-8), we check the shape. Members come in key order, not file order: no check here
+    // depends on the order.
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(json);
+    } catch (const nlohmann::json::exception& e) {
+      throw format_error(name + ": not valid JSON: " + e.what());
+    }
+    if (!doc.is_object()) throw format_error(name + ": not a JSON object of token -> id");
+    for (const auto& [key, id_value] : doc.items()) {
+      if (!id_value.is_number_unsigned())
+        throw format_error(name + ": the id of \"" + key + "\" is not a non-negative integer");
+      const auto value = id_value.get<std::uint64_t>();
+      if (value >= (std::uint64_t{1} << 24))
         throw format_error(name + ": id " + std::to_string(value) + " of \"" + key +
                            "\" is implausibly large");
       const auto id = static_cast<std::uint32_t>(value);
@@ -192,14 +206,14 @@ class gpt2_tokenizer {
       if (key == eot_text) {
         eot = id;
         bytes_of[id] = key;
-        return;
+        continue;
       }
       std::string raw = spelled_to_bytes(key, name);
       if (!table_.insert(raw, id))
         throw format_error(name + ": token \"" + key + "\" (id " + std::to_string(id) +
                            ") is listed twice or is empty");
       bytes_of[id] = std::move(raw);
-    });
+    }
     for (std::size_t id = 0; id < seen.size(); ++id)
       if (!seen[id])
         throw format_error(name + ": ids are not contiguous: id " + std::to_string(id) +
@@ -228,7 +242,7 @@ class gpt2_tokenizer {
     const auto* p = reinterpret_cast<const unsigned char*>(spelled.data());
     const auto* end = p + spelled.size();
     while (p < end) {
-      const detail::utf8_char c = detail::decode_utf8(p, end);
+      const utf8_char c = decode_utf8(p, end);
       const int b = c.length > 0 ? detail::unicode_to_byte(c.code_point) : -1;
       if (b < 0)
         throw format_error(name + ": token \"" + std::string(spelled) +

@@ -29,7 +29,7 @@
 #include <utf8proc.h>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/tokenizer/detail/utf8.hpp"
+#include "trainkit/core/utf8.hpp"
 
 namespace trainkit::tokenizer {
 

@@ -10,18 +10,18 @@
 // goes to sinks (trainer/sinks/: console, JSONL metrics, TensorBoard). Compositions that cannot
 // work (a host prefetcher feeding a device model, an optimizer for another parameter type) are
 // rejected at compile time by static_asserts whose messages name the broken requirement.
+//
+// This file is the loop; its helpers live beside it: trainer/config.hpp (the configuration and its
+// one check()), trainer/checkpointing.hpp (gather, save, resume), trainer/throughput.hpp (rates,
+// MFU, calibration).
 #pragma once
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
-#include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/timing.hpp"
@@ -42,52 +41,22 @@
 #include "trainkit/prefetch/concepts.hpp"
 #include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/single.hpp"
-#include "trainkit/trainer/calibrate.hpp"
+#include "trainkit/trainer/checkpointing.hpp"
+#include "trainkit/trainer/composition.hpp"
+#include "trainkit/trainer/config.hpp"
+#include "trainkit/trainer/evaluation.hpp"
 #include "trainkit/trainer/nvtx.hpp"
 #include "trainkit/trainer/phase_clock.hpp"
+#include "trainkit/trainer/ranks.hpp"
 #include "trainkit/trainer/report.hpp"
 #include "trainkit/trainer/sinks/console.hpp"
 #include "trainkit/trainer/sinks/deferred.hpp"
 #include "trainkit/trainer/sinks/jsonl.hpp"
 #include "trainkit/trainer/sinks/tensorboard.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
+#include "trainkit/trainer/throughput.hpp"
 
 namespace trainkit {
-
-/// The peak the achieved FLOP/s are measured against (MFU; docs/architecture.md, "Accounting and
-/// MFU").
-struct mfu_settings {
-  bool calibrate = false;  // time a GEMM before step 1; MFU is then also reported against it
-  std::string device_name = "cpu";  // for the peak table (CUDA models report their own)
-  compute_dtype dtype = compute_dtype::f32;
-  double peak_tflops = 0;  // > 0 overrides the peak table
-};
-
-/// What a run shows and stores: the sinks' settings (sinks/console.hpp, sinks/jsonl.hpp,
-/// sinks/tensorboard.hpp).
-struct output_settings {
-  std::filesystem::path metrics_path;     // JSONL metrics; empty = none
-  std::filesystem::path tensorboard_dir;  // TensorBoard event file goes here; empty = none
-  console_settings console;               // step lines (the files get every step), progress, quiet
-};
-
-/// The run's settings: the loop's own, then how it is measured and shown (the optimizer's travel
-/// in its config_type). Errors name these fields by their path ("trainer_config.steps must be
-/// >= 0"); a program maps them to its flags.
-struct trainer_config {
-  int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
-  std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
-  optim::lr_schedule schedule{};       // its total_steps is set to `steps` by the trainer
-  int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
-  int eval_batches = 20;               // validation batches per evaluation
-  int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
-  bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
-  bool resume = false;                 // continue from the newest valid checkpoint, if any
-  std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
-
-  mfu_settings mfu{};
-  output_settings output{};
-};
 
 /// What `run()` returns.
 struct run_result {
@@ -104,27 +73,9 @@ struct run_result {
 template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer,
           class Reducer = reduce::single>
 class trainer {
-  static_assert(data::data_source<Source>,
-                "trainkit::trainer: Source does not satisfy trainkit::data::data_source "
-                "(see data/concepts.hpp for what a data source must provide)");
-  static_assert(prefetch::prefetch_recipe_for<PrefetchRecipe, Source>,
-                "trainkit::trainer: PrefetchRecipe::bind<Source> does not satisfy "
-                "trainkit::prefetch::prefetcher (see prefetch/concepts.hpp)");
-  static_assert(model::model<Model>,
-                "trainkit::trainer: Model does not satisfy trainkit::model::model "
-                "(see model/concepts.hpp)");
-  static_assert(reduce::gradient_reducer_for<Reducer, Model>,
-                "trainkit::trainer: Reducer does not satisfy trainkit::reduce::gradient_reducer_for"
-                "<Model> (see reduce/concepts.hpp)");
+  // Compositions that cannot work fail here, with messages naming the broken requirement.
   static_assert(
-      checkpoint::checkpointer<Checkpointer>,
-      "trainkit::trainer: Checkpointer does not satisfy trainkit::checkpoint::checkpointer "
-      "(see checkpoint/concepts.hpp)");
-  static_assert(checkpoint::checkpointer_for<Checkpointer, typename Model::memory_space>,
-                "trainkit::trainer: the Checkpointer reads host memory only but the Model's state "
-                "is in device memory (requirement: Checkpointer::reads_device_memory when "
-                "Model::memory_space is device_memory; wrap it in host_staged_checkpointer or use "
-                "an asio_checkpointer with the CUDA stager)");
+      composition_checks<Source, PrefetchRecipe, Model, Optimizer, Checkpointer, Reducer>::passed);
 
  public:
   using source_type = Source;
@@ -134,29 +85,6 @@ class trainer {
   using optimizer_type = Optimizer;
   using checkpointer_type = Checkpointer;
 
- private:
-  static_assert(std::same_as<typename prefetcher_type::memory_space, typename Model::memory_space>,
-                "trainkit::trainer: the prefetcher delivers batches in a different memory space "
-                "than the model reads (requirement: Prefetcher::memory_space == "
-                "Model::memory_space; e.g. a device model needs pinned_prefetcher)");
-  static_assert(std::same_as<typename Optimizer::memory_space, typename Model::memory_space>,
-                "trainkit::trainer: the optimizer updates parameters in a different memory space "
-                "than the model keeps them (requirement: Optimizer::memory_space == "
-                "Model::memory_space)");
-  static_assert(std::same_as<typename Optimizer::parameter_type, typename Model::parameter_type>,
-                "trainkit::trainer: the optimizer's parameter_type differs from the model's "
-                "(requirement: Optimizer::parameter_type == Model::parameter_type)");
-  static_assert(
-      optim::optimizer_for<Optimizer, Model>,
-      "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
-      "(see optim/concepts.hpp)");
-  static_assert(checkpoint::checkpointer_for_optimizer<Checkpointer, Optimizer, Reducer>,
-                "trainkit::trainer: the Optimizer's state is sharded over ranks "
-                "(checkpoint::sharded_optimizer, e.g. ZeRO-1) but the Checkpointer cannot save it "
-                "(requirement: checkpoint::sharded_checkpointer<Checkpointer, Reducer>; use "
-                "sync_checkpointer or no_checkpoint; see checkpoint/concepts.hpp)");
-
- public:
   trainer(trainer_config cfg, Source train, std::optional<Source> val, Model model,
           typename Optimizer::config_type optimizer_config, Checkpointer checkpointer,
           std::ostream& out = std::cout) requires std::default_initializable<Reducer>
@@ -172,18 +100,15 @@ class trainer {
         checkpointer_(std::move(checkpointer)),
         reducer_(std::move(reducer)),
         train_(std::move(train)),
-        console_(out, cfg_.output.console, cfg_.steps) {
+        output_(rank_output(cfg_, rank())),
+        console_(out, output_.console, cfg_.steps) {
     if (val) {
       val_.emplace(std::move(*val));
       val_start_ = val_->position();
     }
-    validate();
-    if (rank() != 0) {  // data parallel: rank 0 alone writes metrics, TensorBoard and the console
-      cfg_.output.console.quiet = true;
-      cfg_.output.metrics_path.clear();
-      cfg_.output.tensorboard_dir.clear();
-      console_ = console_sink(out, cfg_.output.console, cfg_.steps);
-    }
+    const run_shape shape = shape_of(train_, val_, world_size());
+    require_valid(cfg_, shape);  // every problem at once, named by field path
+    accum_ = trainkit::grad_accum_steps(cfg_, shape);
     reducer_.attach(model_, ctx_);
     if constexpr (prefetch::orders_on_context<prefetcher_type, context_type>)
       train_.bind_context(ctx_);
@@ -224,42 +149,19 @@ class trainer {
   double evaluate() {
     if (!val_) throw config_error("evaluate(): no validation source was given");
     val_->seek(val_start_);
-    std::vector<double> losses(std::size_t(cfg_.eval_batches), 0.0);  // global batch order
-    for (int j = rank(); j < cfg_.eval_batches; j += world_size())
-      losses[std::size_t(j)] = model_.forward(val_->next());
-    sum_over_ranks(losses);  // each element has one rank's loss, zero from the others
-    double sum = 0;
-    for (double l : losses) sum += l;
-    return sum / cfg_.eval_batches;
+    return validation_loss(*val_, model_, cfg_.eval_batches, reducer_);
   }
 
-  /// Restores the newest valid checkpoint; returns false when there is none.
+  /// Restores the newest valid checkpoint; returns false when there is none. Collective with
+  /// a sharded optimizer (every rank loads the common part and its own shard).
   bool resume() {
-    checkpoint::checkpoint_state state;
-    bool loaded = false;
-    if constexpr (checkpoint::sharded_optimizer<Optimizer>) {
-      // Collective: every rank loads the common part and its own range of the sharded tensors.
-      checkpoint::sharded_checkpoint_state sharded = gather_sharded_state();
-      loaded = checkpointer_.load_latest_sharded(sharded, reducer_);
-      state = std::move(sharded.common);
-    } else {
-      state = gather_state();
-      loaded = checkpointer_.load_latest(state);
-    }
-    print_checkpointer_warnings();  // skipped corrupt checkpoints, also when none was usable
+    auto state = gather_state();  // views of the policies' storage, which the load fills
+    const bool loaded = load_latest_state(checkpointer_, state, reducer_);
+    report_load_warnings(checkpointer_, console_);
     if (!loaded) return false;
-    if (auto it = state.meta.find("model"); it != state.meta.end()) {
-      auto mine = cfg_.meta.find("model");
-      if (mine != cfg_.meta.end() && mine->second != it->second)
-        throw config_error("trainer_config.resume: the checkpoint was written for model '" +
-                           it->second + "' but this run configures '" + mine->second + "'");
-    }
-    auto pos = state.meta.find("data_position");
-    if (pos == state.meta.end())
-      throw format_error("trainer_config.resume: checkpoint of step " + std::to_string(state.step) +
-                         " has no data_position");
-    train_.seek(source_position::parse(pos->second));
-    step_ = state.step;
+    const checkpoint::checkpoint_state& common = common_part(state);
+    train_.seek(resume_position(common, cfg_.meta));
+    step_ = common.step;
     return true;
   }
 
@@ -273,10 +175,13 @@ class trainer {
     result.first_step = step_ + 1;
     // Set-up, not stall: the checkpointer's staging memory, before step 1 (prepares_saves).
     if constexpr (checkpoint::prepares_saves<Checkpointer>)
-      if (rank() == 0 && (cfg_.ckpt_every > 0 || cfg_.ckpt_at_end))
-        checkpointer_.prepare(gather_state());
+      if (rank() == 0 && (cfg_.ckpt_every > 0 || cfg_.ckpt_at_end)) {
+        auto state = gather_state();
+        checkpointer_.prepare(common_part(state));
+      }
     auto files = open_file_sinks(result.resumed);
-    const step_rates rates = measure_rates(result.calibration);
+    const step_rates rates =
+        measure_step_rates(model_, train_.seq_len(), cfg_.mfu, console_, result.calibration);
     std::uint64_t last_saved = step_;
     stopwatch step_clock;    // lapped once per step: consecutive steps tile the run's wall time
     double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
@@ -308,7 +213,7 @@ class trainer {
       }
       {
         auto timed = clock.time(phase::log);
-        report_checkpoint_error();  // a background save that failed since the last step
+        report_save_error(checkpointer_, console_);  // a background save that failed meanwhile
         console_.on_step(with_rates(m, m.phases_ms(), rates));  // the time known so far
       }
       m = with_rates(m, step_clock.lap_ms(), rates);  // the step is complete: dt_ms, other_ms
@@ -358,7 +263,7 @@ class trainer {
       auto timed = clock.time(phase::optimizer);
       ++step_;
       m.step = step_;
-      m.lr = cfg_.schedule.at(int(step_ - 1));
+      m.lr = schedule_.at(int(step_ - 1));
       return clip_gradients();
     }();
     if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
@@ -375,7 +280,7 @@ class trainer {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
       auto timed = clock.time(phase::compute);
       ctx_.synchronize();
-      m.loss = average_over_ranks(model_.step_loss());
+      m.loss = average_over_ranks(reducer_, model_.step_loss());
       m.grad_norm = float(grad_norm());  // logged at float precision, the gradients' own
     }
   }
@@ -422,31 +327,6 @@ class trainer {
     return go_on;
   }
 
-  /// What turns a step's time into throughput and MFU.
-  struct step_rates {
-    double flops_per_token = 0;
-    double peak = 0;        // TFLOP/s; 0 = unknown (no MFU)
-    double calibrated = 0;  // measured GEMM TFLOP/s; 0 = not measured
-  };
-
-  step_rates measure_rates(gemm_calibration& calibration) {
-    step_rates r{model_.flops_per_token(train_.seq_len()), peak_tflops_or_zero(), 0};
-    if (cfg_.mfu.calibrate) calibration = run_calibration(r.peak);
-    r.calibrated = calibration.tflops;
-    return r;
-  }
-
-  /// `m` with dt_ms = `dt_ms`, other_ms its part outside the phases and the rates derived.
-  static step_metrics with_rates(step_metrics m, double dt_ms, const step_rates& r) {
-    m.dt_ms = dt_ms;
-    m.other_ms = std::max(0.0, dt_ms - m.phases_ms());
-    m.tok_per_s = dt_ms > 0 ? double(m.tokens) / (dt_ms / 1e3) : 0;
-    m.tflops = r.flops_per_token * m.tok_per_s / 1e12;
-    m.mfu = r.peak > 0 ? m.tflops / r.peak : NAN;
-    m.mfu_calibrated = r.calibrated > 0 ? m.tflops / r.calibrated : NAN;
-    return m;
-  }
-
   /// The last step's metrics reach the files before the error does.
   [[noreturn]] void diverged(const step_metrics& m, auto& files) {
     files.flush();
@@ -460,18 +340,16 @@ class trainer {
     files.flush();
     if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
     checkpointer_.wait();  // a save still in flight completes before the run returns
-    report_checkpoint_error();
+    report_save_error(checkpointer_, console_);
     result.last_step = step_;
-    result.summary = summarize(
-        result.steps, {},
-        {rates.peak, rates.calibrated, cfg_.mfu.dtype == compute_dtype::bf16 ? "bf16" : "f32"});
+    result.summary = summarize(result.steps, {}, summary_basis(rates, cfg_.mfu));
     console_.on_end(result.summary);
     files.on_end(result.summary);
   }
 
   /// The metrics file and TensorBoard, written one step late (sinks/deferred.hpp).
   deferred_sinks<jsonl_sink, tensorboard_sink> open_file_sinks(bool resumed) const {
-    const output_settings& out = cfg_.output;
+    const output_settings& out = output_;
     return deferred_sinks<jsonl_sink, tensorboard_sink>(
         out.metrics_path.empty() ? jsonl_sink() : jsonl_sink(out.metrics_path, resumed),
         out.tensorboard_dir.empty() ? tensorboard_sink() : tensorboard_sink(out.tensorboard_dir));
@@ -481,132 +359,24 @@ class trainer {
     static_cast<Reducer*>(reducer)->bucket_ready(bucket);
   }
 
-  void validate() {
-    const std::size_t bt = std::size_t(train_.batch_size()) * std::size_t(train_.seq_len());
-    if (cfg_.steps < 0)
-      throw config_error("trainer_config.steps must be >= 0: " + std::to_string(cfg_.steps));
-    if (bt == 0) throw config_error("the training source's batch_size x seq_len must be positive");
-    // With several ranks each optimizer step takes the same number of micro-batches on every rank.
-    const std::size_t ranks = std::size_t(world_size());
-    const std::size_t total = cfg_.total_batch_tokens == 0 ? bt * ranks : cfg_.total_batch_tokens;
-    if (total % (bt * ranks) != 0)
-      throw config_error("trainer_config.total_batch_tokens " + std::to_string(total) +
-                         " is not a multiple of the training source's batch_size x seq_len = " +
-                         std::to_string(bt) +
-                         (ranks > 1 ? " times " + std::to_string(ranks) + " ranks" : ""));
-    accum_ = int(total / (bt * ranks));
-    if (val_ && cfg_.eval_batches <= 0)
-      throw config_error("trainer_config.eval_batches must be positive: " +
-                         std::to_string(cfg_.eval_batches));
-    if (val_ && (val_->batch_size() != train_.batch_size() || val_->seq_len() != train_.seq_len()))
-      throw config_error("the validation source's batch shape differs from the training source's");
-    cfg_.schedule.total_steps = std::max(cfg_.steps, 1);
-    cfg_.schedule.validate();
-    if (cfg_.output.console.log_every <= 0) cfg_.output.console.log_every = 1;
+  auto gather_state() {
+    return trainkit::gather_state(model_, optimizer_, cfg_.meta, {step_, train_.position()});
   }
 
-  double peak_tflops_or_zero() const {
-    if (cfg_.mfu.peak_tflops > 0) return cfg_.mfu.peak_tflops;
-    std::string name = cfg_.mfu.device_name;
-    if constexpr (model::names_its_device<Model>) name = model_.device_name();
-    return peak_tflops(name, cfg_.mfu.dtype).value_or(0.0);
-  }
-
-  gemm_calibration run_calibration(double peak) {
-    nvtx_range r("calibrate");
-    gemm_calibration c = calibrate_for(model_);
-    if (c.tflops > 0) {
-      std::string line =
-          "calibrate: " + c.what + ": " + detail::format("%.4g", c.tflops) + " TFLOP/s measured";
-      if (peak > 0)
-        line += detail::format(" (%.1f%% of the %.4g TFLOP/s peak)", 100 * c.tflops / peak, peak);
-      console_.say(line + "\n");
-    } else {
-      console_.say(
-          "calibrate: this model provides no GEMM calibration (calibrate_gemm() or "
-          "calibrate_tflops()); skipped\n");
-    }
-    return c;
-  }
-
-  checkpoint::checkpoint_state gather_state() {
-    checkpoint::checkpoint_state s;
-    s.step = step_;
-    s.tensors = model_.state();
-    auto opt = optimizer_.state();
-    s.tensors.insert(s.tensors.end(), opt.begin(), opt.end());
-    s.meta = cfg_.meta;
-    s.meta["data_position"] = train_.position().to_string();
-    s.meta["step"] = std::to_string(step_);
-    return s;
-  }
-
-  /// The state of a run whose optimizer is sharded over ranks: the model's tensors and the
-  /// optimizer's common ones (rank 0 writes them), this rank's shard of the rest.
-  checkpoint::sharded_checkpoint_state gather_sharded_state() {
-    checkpoint::optimizer_shard opt = optimizer_.sharded_state();
-    checkpoint::sharded_checkpoint_state s;
-    s.common.step = step_;
-    s.common.tensors = model_.state();
-    s.common.tensors.insert(s.common.tensors.end(), opt.common.begin(), opt.common.end());
-    s.common.meta = cfg_.meta;
-    s.common.meta["data_position"] = train_.position().to_string();
-    s.common.meta["step"] = std::to_string(step_);
-    s.shard = std::move(opt.shard);
-    s.range = opt.range;
-    return s;
-  }
-
+  /// Collective with a sharded optimizer (every rank writes its shard); else rank 0 writes.
   void save_checkpoint() {
-    if constexpr (checkpoint::sharded_optimizer<Optimizer>) {
-      // ZeRO: each rank holds another shard of the optimizer state; every rank writes its own
-      // (collective; committed once all are complete).
-      checkpointer_.save_sharded(gather_sharded_state(), reducer_);
-    } else {
-      if (rank() != 0) return;  // data parallel: every rank holds the same state; rank 0 writes
-      checkpointer_.save(gather_state());
-    }
-    report_checkpoint_error();
+    save_state(checkpointer_, gather_state(), reducer_, rank());
+    report_save_error(checkpointer_, console_);
   }
 
-  /// Asynchronous checkpointers report a failed background write on the next poll (training goes
-  /// on; the previous complete checkpoint stays loadable). Polling does not block.
-  void report_checkpoint_error() {
-    if constexpr (checkpoint::reports_save_errors<Checkpointer>) {
-      if (auto err = checkpointer_.take_error())
-        console_.say("warning: checkpoint: " + *err + "\n");
-    }
-  }
+  // Data parallelism (trainer/ranks.hpp): a reducer that is not rank_aware is one process.
+  int rank() const noexcept { return rank_of(reducer_); }
+  int world_size() const noexcept { return world_size_of(reducer_); }
+  bool any_rank(bool flag) { return trainkit::any_rank(reducer_, flag); }
 
-  void print_checkpointer_warnings() {
-    if constexpr (checkpoint::reports_warnings<Checkpointer>) {
-      for (const auto& w : checkpointer_.warnings()) console_.say("warning: " + w + "\n");
-    }
-  }
-
-  // Data parallelism (reduce/concepts.hpp, rank_aware): a reducer without the hooks is one process.
-  int rank() const noexcept {
-    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.rank());
-    return 0;
-  }
-  int world_size() const noexcept {
-    if constexpr (reduce::rank_aware<Reducer>) return int(reducer_.world_size());
-    return 1;
-  }
-  bool any_rank(bool flag) {
-    if constexpr (reduce::rank_aware<Reducer>) return reducer_.any(flag);
-    return flag;
-  }
-  double average_over_ranks(double x) {
-    if constexpr (reduce::rank_aware<Reducer>) return reducer_.average(x);
-    return x;
-  }
-  void sum_over_ranks(std::span<double> values) {
-    if constexpr (reduce::rank_aware<Reducer>) reducer_.sum(values);
-  }
-
-  trainer_config cfg_;
-  context_type ctx_;  // first: policies may hold references to it until they are destroyed
+  trainer_config cfg_;  // as given: what it implies is computed (config.hpp), not written back
+  context_type ctx_;    // first: policies may hold references to it until they are destroyed
+  optim::lr_schedule schedule_ = run_schedule(cfg_);
   Model model_;
   Optimizer optimizer_;
   Checkpointer checkpointer_;
@@ -615,6 +385,7 @@ class trainer {
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};
+  output_settings output_;  // this rank's (rank_output): only rank 0 shows and stores
   console_sink console_;
   std::uint64_t step_ = 0;
   int accum_ = 1;

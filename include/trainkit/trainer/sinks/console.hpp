@@ -29,6 +29,8 @@ struct console_settings {
   int log_every = 1;          // step line every N steps (values <= 0 mean 1)
   bool progress_bar = false;  // live progress line (programs enable it on a terminal)
   bool quiet = false;         // nothing at all
+
+  friend bool operator==(const console_settings&, const console_settings&) = default;
 };
 
 class console_sink {
