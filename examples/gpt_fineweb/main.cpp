@@ -3,7 +3,7 @@
 //
 //   (none)     train a model of a registered family (commands/train.hpp; families/registry.hpp)
 //   prepare    tokenize text / JSONL into llm.c shards (commands/prepare.hpp)
-//   report     summarise a metrics file (commands/report.hpp)
+//   report     explain a run: metrics file or nanoGPT/llm.c/torchtitan log (commands/report.hpp)
 //   eval       HellaSwag accuracy of a model file (commands/eval.hpp)
 //   export-hf  llm.c model file -> Hugging Face folder (commands/hf.hpp)
 //   import-hf  Hugging Face folder -> llm.c model file (commands/hf.hpp)
