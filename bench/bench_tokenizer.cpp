@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "../examples/gpt_fineweb/prepare.hpp"
-#include "trainkit/data/default_corpus.hpp"
+#include "../examples/gpt_fineweb/commands/prepare.hpp"
+#include "../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 
 namespace {
@@ -48,10 +48,10 @@ corpus& the_corpus() {
   static corpus c = [] {
     corpus r;
     r.tok = std::make_unique<gpt2_tokenizer>(gpt2_tokenizer::from_directory(*vocab_dir()));
-    std::vector<std::uint16_t> all(std::begin(trainkit::data::default_corpus_tokens),
-                                   std::end(trainkit::data::default_corpus_tokens));
-    all.insert(all.end(), std::begin(trainkit::data::default_corpus_val_tokens),
-               std::end(trainkit::data::default_corpus_val_tokens));
+    std::vector<std::uint16_t> all(std::begin(gpt_fineweb::default_corpus_tokens),
+                                   std::end(gpt_fineweb::default_corpus_tokens));
+    all.insert(all.end(), std::begin(gpt_fineweb::default_corpus_val_tokens),
+               std::end(gpt_fineweb::default_corpus_val_tokens));
     std::vector<std::uint16_t> doc;
     auto flush = [&] {
       if (doc.empty()) return;

@@ -1,6 +1,6 @@
 """Time tiktoken's gpt2 encoding on the text bench/bench_tokenizer.cpp uses, for side-by-side MB/s.
 
-The text is the embedded default corpus (include/trainkit/data/default_corpus.hpp, Python
+The text is the embedded default corpus (examples/gpt_fineweb/data/default_corpus.hpp, Python
 documentation prose) decoded back to its documents, so both programs encode the same bytes
 without any download. tiktoken is built offline from the same vocab files (gpt2_tiktoken.py).
 Prints single-thread MB/s (encode_ordinary per document, as trainkit's encode) and, for
@@ -23,7 +23,7 @@ REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 
 def corpus_documents(enc):
-    with open(os.path.join(REPO, "include/trainkit/data/default_corpus.hpp"), encoding="utf-8") as f:
+    with open(os.path.join(REPO, "examples/gpt_fineweb/data/default_corpus.hpp"), encoding="utf-8") as f:
         src = f.read()
     tokens = []
     for name in ("default_corpus_tokens", "default_corpus_val_tokens"):

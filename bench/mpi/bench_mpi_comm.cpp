@@ -29,13 +29,13 @@
 #include <vector>
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
-#include "trainkit/reduce/mpi_session.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/trainer.hpp"
 
@@ -122,9 +122,9 @@ bandwidth measure_bandwidth(int reps) {
     const double c = timed_on_all_ranks(
         [&] { std::memcpy(copy.data(), m.grads.data(), m.grads.size() * sizeof(float)); });
     const double a = timed_on_all_ranks([&] {
-      tk::reduce::detail::check(MPI_Allreduce(MPI_IN_PLACE, m.grads.data(), int(m.grads.size()),
-                                              MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                                "MPI_Allreduce");
+      tk::comm::mpi_check(MPI_Allreduce(MPI_IN_PLACE, m.grads.data(), int(m.grads.size()),
+                                        MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                          "MPI_Allreduce");
     });
     const double d = timed_on_all_ranks([&] {
       for (std::size_t i = 0; i < m.buckets.size(); ++i) reducer.bucket_ready(i);
@@ -278,7 +278,7 @@ int run(bool quick) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   try {
-    tk::reduce::mpi_session mpi;
+    tk::comm::mpi_session mpi;
     return run(quick);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_mpi_comm: %s\n", e.what());

@@ -26,8 +26,8 @@
 #include <span>
 #endif
 #if defined(TEST_MPI)
+#include <trainkit/comm/mpi_session.hpp>
 #include <trainkit/reduce/mpi_allreduce.hpp>
-#include <trainkit/reduce/mpi_session.hpp>
 #endif
 
 int main() {
@@ -87,7 +87,7 @@ int main() {
   std::printf("trainkit::hf from Conan OK (safetensors round trip of %zu parameters)\n", a.size());
 #endif
 #if defined(TEST_MPI)
-  tk::reduce::mpi_session session;
+  tk::comm::mpi_session session;
   tk::reduce::mpi_allreduce reducer;
   if (reducer.world_size() != 1) {
     std::printf("trainkit::mpi: a singleton run has world size %d\n", reducer.world_size());

@@ -23,6 +23,7 @@
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/gemm_calibration.hpp"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/core/timing.hpp"
 
@@ -39,7 +40,6 @@
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/model/llmc_file.hpp"
-#include "trainkit/model/step_protocol.hpp"
 
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/clip_scale.hpp"

@@ -252,7 +252,7 @@ TEST(CudaTraining, NcclReducerOverOneGpuGivesTheSingleProcessLosses) {
                                                  optimizer_config(s), {});
     for (const auto& m : t.run().steps) single.push_back(m.loss);
   }
-  const auto comm = tk::reduce::nccl_communicator::single();
+  const auto comm = tk::comm::nccl_communicator::single();
   EXPECT_EQ(comm.world_size(), 1);
   tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinned<4>, tk::model::gpt2_cuda,
               tk::optim::adamw_cuda, tk::checkpoint::no_checkpoint, tk::reduce::nccl_allreduce>
@@ -315,7 +315,7 @@ TEST(CudaTraining, NcclZero1OverOneGpuTracksTheSingleProcessLosses) {
                                                  optimizer_config(s), {});
     single = t.run().steps;
   }
-  const auto comm = tk::reduce::nccl_communicator::single();
+  const auto comm = tk::comm::nccl_communicator::single();
   zero1_trainer<tk::checkpoint::no_checkpoint> t(
       tc, source(s, cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, s.seed),
       tk::optim::zero1_adamw_cuda_config(optimizer_config(s), comm),
@@ -354,7 +354,7 @@ TEST(CudaTraining, NcclZero1OptimizerHoldsTwelveBytesPerShardElement) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   const auto cfg = tk::model::gpt2_config::preset("d2");
   tk::model::gpt2_cuda model(cfg, 3);
-  const auto comm = tk::reduce::nccl_communicator::single();
+  const auto comm = tk::comm::nccl_communicator::single();
   { tk::optim::zero1_adamw_cuda warm_up(model, tk::optim::zero1_adamw_cuda_config({}, comm)); }
   TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
   const std::size_t before = tk::cuda::device_memory_info().free;
@@ -375,7 +375,7 @@ TEST(CudaTraining, NcclZero1RestoredShardOfAnotherRankIsRefused) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   tk::model::gpt2_cuda model(tk::model::gpt2_config::preset("d2"), 3);
   model.zero_grad();
-  const auto comm = tk::reduce::nccl_communicator::single();
+  const auto comm = tk::comm::nccl_communicator::single();
   tk::optim::zero1_adamw_cuda opt(model, tk::optim::zero1_adamw_cuda_config({}, comm));
   tk::cuda::execution_context ctx;
   tk::cuda::device_buffer<float> norm_and_factor(2);
@@ -409,7 +409,7 @@ TEST(CudaTraining, NcclZero1SyncCheckpointResumesExactly) {
   s.steps = 12;
   s.shard = tk::test_ref::write_corpus_shard((dir.path / "data").string());
   const auto cfg = tk::model::gpt2_config::preset(s.preset);
-  const auto comm = tk::reduce::nccl_communicator::single();
+  const auto comm = tk::comm::nccl_communicator::single();
   const fs::path ckpt = dir.path / "ckpt";
   auto make = [&](bool resume) {
     tk::trainer_config tc = loop_config(s);

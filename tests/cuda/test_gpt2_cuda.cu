@@ -21,7 +21,7 @@
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/model/gpt2_cuda.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 
 namespace {
 

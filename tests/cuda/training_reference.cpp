@@ -7,7 +7,7 @@
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/core/bf16.hpp"
-#include "trainkit/data/default_corpus.hpp"
+#include "../../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
@@ -20,7 +20,7 @@ namespace trainkit::test_ref {
 std::string write_corpus_shard(const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string path = (std::filesystem::path(dir) / "corpus_000000.bin").string();
-  data::write_shard(path, std::span<const std::uint16_t>(data::default_corpus_tokens));
+  data::write_shard(path, std::span<const std::uint16_t>(gpt_fineweb::default_corpus_tokens));
   return path;
 }
 

@@ -23,8 +23,8 @@ struct training_setup {
   float grad_clip = 1.0f;
 };
 
-/// Writes the embedded training corpus (data/default_corpus.hpp: 65764 GPT-2 tokens of Python
-/// documentation) as `dir`/corpus_000000.bin and returns the path.
+/// Writes the embedded training corpus (examples/gpt_fineweb/data/default_corpus.hpp: 65764
+/// GPT-2 tokens of Python documentation) as `dir`/corpus_000000.bin and returns the path.
 std::string write_corpus_shard(const std::string& dir);
 
 /// Per-step training losses of trainer<mmap_token_source, threaded<4>, gpt2_cpu, adamw_cpu,

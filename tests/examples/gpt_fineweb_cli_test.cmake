@@ -56,6 +56,10 @@ file(WRITE ${WORK}/doc.txt "hello")
 expect_exit(2 "^gpt_fineweb: error: --vocab [^ ]*/no-vocab: not a directory"
             prepare --out ${WORK}/prep --vocab ${WORK}/no-vocab ${WORK}/doc.txt)
 expect_exit(2 "--model" --model d7)
+# Families (examples/gpt_fineweb/families/registry.hpp): an unknown --arch / --optimizer is a
+# flag error naming the flag; the defaults spelled out train as before (run further below).
+expect_exit(2 "--arch" --arch gpt9 --steps 1)
+expect_exit(2 "--optimizer" --optimizer sgd9 --steps 1)
 expect_exit(2 "--attention" --attention fast --steps 1)
 expect_exit(2 "--attention flash needs --device cuda" --attention flash --steps 1)
 expect_exit(2 "--attention naive needs --device cuda" --attention naive --steps 1)
@@ -103,6 +107,14 @@ expect_exit(2 "not a checkpoint directory" verify ${WORK}/no-such-ckpt)
 
 # Train briefly on the embedded corpus, export, then sample from the exported file.
 expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --export ${WORK}/model.bin)
+# The same run with the default families named: the same model file, byte for byte.
+expect_exit(0 "" --steps 2 --eval-every 0 --no-progress --arch gpt2 --optimizer adamw
+            --export ${WORK}/model_named.bin)
+file(SHA256 ${WORK}/model.bin sha_default)
+file(SHA256 ${WORK}/model_named.bin sha_named)
+if(NOT sha_default STREQUAL sha_named)
+  string(APPEND failures "--arch gpt2 --optimizer adamw trained a different model than the defaults\n")
+endif()
 if(NOT EXISTS ${WORK}/model.bin)
   string(APPEND failures "--export did not write model.bin\n")
 endif()

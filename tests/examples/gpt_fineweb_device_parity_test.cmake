@@ -1,4 +1,4 @@
-# gpt_fineweb's two devices run one driver (examples/gpt_fineweb/train_driver.hpp), which checks
+# gpt_fineweb's two devices run one driver (examples/gpt_fineweb/train/driver.hpp), which checks
 # every flag, the model file and the data shards before it touches the device: so each bad input
 # below must end with exit 2 and the same one line on stderr for --device cpu and --device cuda,
 # on this machine without a GPU as on one with. A flag a device cannot honour is refused naming

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "prepare.hpp"
+#include "commands/prepare.hpp"
 #include "tokenizer_test_support.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "prepare.hpp"
+#include "commands/prepare.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 
 namespace tt = trainkit::tokenizer;

@@ -16,8 +16,8 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit_test {
 

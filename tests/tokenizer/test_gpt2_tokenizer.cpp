@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tokenizer_test_support.hpp"
-#include "trainkit/data/default_corpus.hpp"
+#include "../../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 
 namespace {
@@ -377,8 +377,8 @@ TEST(Gpt2Tokenizer, BundledVocabularyIsOpenAisFiles) {
 // ---- the embedded default corpus ---------------------------------------------------------------
 
 TEST(DefaultCorpus, TokensAreGpt2IdsWithDocumentsAfterEot) {
-  const auto& train = trainkit::data::default_corpus_tokens;
-  const auto& val = trainkit::data::default_corpus_val_tokens;
+  const auto& train = gpt_fineweb::default_corpus_tokens;
+  const auto& val = gpt_fineweb::default_corpus_val_tokens;
   EXPECT_GT(std::size(train), 50000u);
   EXPECT_GT(std::size(val), std::size(train) / 20);
   for (std::uint16_t tok : train) ASSERT_LT(tok, 50257);
@@ -394,7 +394,7 @@ TEST(DefaultCorpus, DecodesToItsSourceText) {
   // spelling of <|endoftext|>: what the first tokens must decode to.
   const std::string head =
       tokenizer_test::read_file(tokenizer_test::fixtures_dir() / "default_corpus_head.txt");
-  const auto& train = trainkit::data::default_corpus_tokens;
+  const auto& train = gpt_fineweb::default_corpus_tokens;
   const std::span<const std::uint16_t> first400(std::begin(train), 400);
   const std::string text = t.decode(first400);
   ASSERT_LT(text.size(), head.size());

@@ -1,4 +1,4 @@
-// Tests of the step protocol (model/step_protocol.hpp) on the CPU policies: buckets published in
+// Tests of the step protocol (core/step_protocol.hpp) on the CPU policies: buckets published in
 // backward's order, each once and only when its gradients are final; the step's loss kept by the
 // model; the clipping step over buckets equal to the whole-buffer norm bit for bit; the reducer
 // seam called exactly as documented; and the trainer's results equal to a hand-written loop of the

@@ -2,7 +2,7 @@
 //
 // A model keeps its parameters and gradients in flat buffers described by a list of named tensors
 // (the order llm.c uses for GPT-2), accumulates gradients micro-step by micro-step under the step
-// protocol (model/step_protocol.hpp), publishes them in gradient buckets as backward finishes
+// protocol (core/step_protocol.hpp), publishes them in gradient buckets as backward finishes
 // them, and says how many FLOPs a token costs so the trainer can report MFU.
 #pragma once
 
@@ -15,8 +15,8 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit::model {
 

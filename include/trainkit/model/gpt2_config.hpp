@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit::model {
 
@@ -166,7 +166,7 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   return out;
 }
 
-/// GPT-2's gradient buckets in the order backward finishes them (model/step_protocol.hpp): the
+/// GPT-2's gradient buckets in the order backward finishes them (core/step_protocol.hpp): the
 /// final LayerNorm, then layer L-1 down to layer 0 (one range in each of the 12 per-layer tensors),
 /// then the embeddings (wte also takes the LM head's gradient, so it is final only after the
 /// encoder's backward). Both GPT-2 models publish bucket `gpt2_layer_bucket(cfg, l)` right after

@@ -40,6 +40,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
@@ -47,7 +48,6 @@
 #include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/step_protocol.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
@@ -97,7 +97,7 @@ class basic_gpt2_cpu {
     grads_zeroed_ = true;
   }
 
-  /// The step protocol (model/step_protocol.hpp): adds micro.grad_scale·∂loss/∂θ to gradients()
+  /// The step protocol (core/step_protocol.hpp): adds micro.grad_scale·∂loss/∂θ to gradients()
   /// and the batch's mean loss to the step's; on the last micro-step, publishes each bucket of
   /// gradient_buckets() right after backward has finished it. Micro-steps after the first compute
   /// their contribution from zero and then add it (see the file comment). Throws config_error for

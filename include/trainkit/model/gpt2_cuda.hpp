@@ -10,7 +10,7 @@
 // expected to keep fp32 master weights. Activations live in one arena sized for (B, T) up front
 // (model/cuda/gpt2_cuda_memory.hpp; memory_report()).
 //
-// The step protocol (model/step_protocol.hpp) runs on the trainer's execution context: zero_grad
+// The step protocol (core/step_protocol.hpp) runs on the trainer's execution context: zero_grad
 // and forward_backward only enqueue work on the context's stream — no host synchronisation, the
 // loss of each micro-step is added to a device double and copied to pinned memory on the last
 // micro-step, and step_loss() reads it after the trainer synchronised the context. Buckets are
@@ -58,6 +58,7 @@
 #include "trainkit/core/gemm_calibration.hpp"
 #include "trainkit/core/linalg/gemm_cublaslt.cuh"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/cuda/attention.cuh"
@@ -74,7 +75,6 @@
 #include "trainkit/model/detail/gpt2_batch_checks.hpp"
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/step_protocol.hpp"
 
 namespace trainkit::model {
 

@@ -21,7 +21,7 @@
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
 #include "trainkit/optim/grad_clip.hpp"

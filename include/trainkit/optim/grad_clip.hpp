@@ -19,7 +19,7 @@
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::optim {

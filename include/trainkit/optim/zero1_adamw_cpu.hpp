@@ -26,19 +26,18 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/mpi_check.hpp"
+#include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/zero1_shards.hpp"
-#include "trainkit/reduce/detail/mpi_check.hpp"
-#include "trainkit/reduce/detail/mpi_communicator.hpp"
 
 namespace trainkit::optim {
 
@@ -113,9 +112,9 @@ class basic_zero1_adamw_cpu {
     shard_view view{params.subspan(shard_.offset, shard_.count),
                     grads.subspan(shard_.offset, shard_.count), layout_, shard_.count};
     inner_.update(view, lr, clip, ctx);
-    reduce::detail::check(
+    comm::mpi_check(
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params.data(), counts_.data(),
-                       displs_.data(), reduce::detail::mpi_datatype_of<Scalar>(), comm_.get()),
+                       displs_.data(), comm::mpi_datatype_of<Scalar>(), comm_.get()),
         "MPI_Allgatherv");
   }
 
@@ -177,7 +176,7 @@ class basic_zero1_adamw_cpu {
                            ")");
   }
 
-  reduce::detail::mpi_communicator comm_;
+  comm::mpi_communicator comm_;
   std::size_t n_ = 0;
   model::gradient_range shard_{};
   std::vector<tensor_info> layout_;  // the model's layout clipped to the shard
@@ -188,7 +187,6 @@ class basic_zero1_adamw_cpu {
 
 using zero1_adamw_cpu = basic_zero1_adamw_cpu<float>;
 
-static_assert(optimizer_for<zero1_adamw_cpu, model::gpt2_cpu>);
 static_assert(checkpoint::sharded_optimizer<zero1_adamw_cpu>);
 
 }  // namespace trainkit::optim

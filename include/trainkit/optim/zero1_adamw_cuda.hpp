@@ -13,10 +13,10 @@
 // `update` is enqueued on the execution context's stream after the clipping step
 // (reduce/nccl_zero1.hpp), which left {norm, factor} in device memory: no host synchronisation.
 // Then every rank's updated shard is broadcast from its owner into every rank's parameters, one
-// in-place ncclBroadcast per rank, grouped (an all-gather of unequal pieces: ncclAllGather wants
-// equal ones, and the chunk-grid shards are not), on the same stream. It is in the optimizer
-// phase and does not overlap the next forward yet. Pair it with reduce::nccl_zero1 on the same
-// nccl_communicator: both cut the buffer with zero1_shard.
+// in-place ncclBroadcast per rank, grouped (comm::nccl_group; an all-gather of unequal pieces:
+// ncclAllGather wants equal ones, and the chunk-grid shards are not), on the same stream. It is in
+// the optimizer phase and does not overlap the next forward yet. Pair it with reduce::nccl_zero1 on
+// the same nccl_communicator: both cut the buffer with zero1_shard.
 //
 // Needs nvcc; link trainkit::nccl. Never run on a GPU.
 #pragma once
@@ -31,6 +31,9 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/nccl_check.hpp"
+#include "trainkit/comm/nccl_communicator.hpp"
+#include "trainkit/comm/nccl_group.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
@@ -38,15 +41,13 @@
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
 #include "trainkit/optim/zero1_shards.hpp"
-#include "trainkit/reduce/detail/nccl_check.hpp"
-#include "trainkit/reduce/nccl_allreduce.hpp"
 
 namespace trainkit::optim {
 
@@ -56,10 +57,10 @@ namespace trainkit::optim {
 struct zero1_adamw_cuda_config {
   adamw_config adamw{};
   adamw_cuda_options options{};
-  const reduce::nccl_communicator* comm = nullptr;  // must outlive the optimizer
+  const comm::nccl_communicator* comm = nullptr;  // must outlive the optimizer
 
   zero1_adamw_cuda_config() = default;
-  zero1_adamw_cuda_config(adamw_cuda_config a, const reduce::nccl_communicator& c)
+  zero1_adamw_cuda_config(adamw_cuda_config a, const comm::nccl_communicator& c)
       : adamw(a.adamw), options(a.options), comm(&c) {}
 };
 
@@ -127,15 +128,14 @@ class zero1_adamw_cuda {
     // The all-gather: each owner's shard to every rank, in place. Every rank skips the same
     // empty shards, so all issue the same broadcasts.
     const ncclComm_t comm = comm_->get();
-    reduce::detail::nccl_check(ncclGroupStart(), "ncclGroupStart", comm);
+    comm::nccl_group group(comm);
     for (std::size_t r = 0; r < shards_.size(); ++r) {
       if (shards_[r].count == 0) continue;
       bf16_t* at = params + shards_[r].offset;
-      reduce::detail::nccl_check(
-          ncclBroadcast(at, at, shards_[r].count, ncclBfloat16, int(r), comm, s),
-          "ncclBroadcast (parameters)", comm);
+      comm::nccl_check(ncclBroadcast(at, at, shards_[r].count, ncclBfloat16, int(r), comm, s),
+                       "ncclBroadcast (parameters)", comm);
     }
-    reduce::detail::nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm);
+    group.end();
   }
 
   /// "optim.zero1.master", "optim.zero1.m", "optim.zero1.v" (this rank's shard, f32 {count},
@@ -191,7 +191,7 @@ class zero1_adamw_cuda {
   std::size_t state_bytes() const noexcept { return master_.bytes() + m_.bytes() + v_.bytes(); }
 
  private:
-  static const reduce::nccl_communicator* checked(const reduce::nccl_communicator* comm) {
+  static const comm::nccl_communicator* checked(const comm::nccl_communicator* comm) {
     if (comm == nullptr)
       throw config_error(
           "zero1_adamw_cuda: zero1_adamw_cuda_config.comm is not set (the NCCL "
@@ -246,7 +246,7 @@ class zero1_adamw_cuda {
 
   adamw_config config_;
   adamw_cuda_options options_;
-  const reduce::nccl_communicator* comm_;
+  const comm::nccl_communicator* comm_;
   std::size_t n_ = 0;
   std::vector<model::gradient_range> shards_;  // every rank's, in rank order
   model::gradient_range shard_{};              // this rank's

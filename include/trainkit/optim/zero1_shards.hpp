@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
 namespace trainkit::optim {

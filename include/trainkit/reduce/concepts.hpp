@@ -2,7 +2,7 @@
 //
 // With one process there is nothing to reduce (`reduce::single`). With many ranks the reducer
 // averages every gradient bucket across them, starting on a bucket as soon as the model publishes
-// it during the last micro-step's backward (model/step_protocol.hpp), so communication overlaps
+// it during the last micro-step's backward (core/step_protocol.hpp), so communication overlaps
 // the rest of backward. `finish` is the point after which the clipping step and the optimizer may
 // read the gradients: on a device it makes the compute stream wait for the reductions (an event,
 // not a host synchronisation).
@@ -13,8 +13,8 @@
 #include <span>
 
 #include "trainkit/core/execution_context.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/concepts.hpp"
-#include "trainkit/model/step_protocol.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::reduce {

@@ -1,7 +1,7 @@
 // trainkit/reduce/mpi_allreduce.hpp — data-parallel gradient averaging on the CPU with MPI.
 //
 // Every rank runs the same trainer on its own slice of the global batch. When backward has
-// finished a gradient bucket (model/step_protocol.hpp) the reducer starts a non-blocking
+// finished a gradient bucket (core/step_protocol.hpp) the reducer starts a non-blocking
 // MPI_Iallreduce (sum, in place) on each of its ranges, so the reduction of layer L runs while
 // backward computes layer L-1; `finish` waits for all of them. The reducer only sums: the trainer
 // scales every micro-step by 1/(micro-batches × ranks), so each rank's gradient is already its
@@ -31,13 +31,12 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/comm/mpi_check.hpp"
+#include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/reduce/concepts.hpp"
-#include "trainkit/reduce/detail/mpi_check.hpp"
-#include "trainkit/reduce/detail/mpi_communicator.hpp"
 
 namespace trainkit::reduce {
 
@@ -47,8 +46,8 @@ enum class bucket_timing { with_backward, after_backward };
 
 class mpi_allreduce {
  public:
-  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (detail/mpi_communicator.hpp), so a
-  /// failed collective throws instead of aborting. MPI must be initialised (reduce::mpi_session).
+  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (comm/mpi_communicator.hpp), so a
+  /// failed collective throws instead of aborting. MPI must be initialised (comm::mpi_session).
   explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD,
                          bucket_timing timing = bucket_timing::with_backward)
       : comm_(comm), timing_(timing) {}
@@ -92,7 +91,7 @@ class mpi_allreduce {
     const auto grads = model.gradients();
     base_ = reinterpret_cast<std::byte*>(grads.data());
     element_size_ = sizeof(T);
-    datatype_ = detail::mpi_datatype_of<T>();
+    datatype_ = comm::mpi_datatype_of<T>();
     const auto buckets = model.gradient_buckets();
     buckets_.assign(buckets.begin(), buckets.end());
     ready_.assign(buckets_.size(), false);
@@ -121,7 +120,7 @@ class mpi_allreduce {
     }
     start(i);
     int all_done = 0;
-    detail::check(
+    comm::mpi_check(
         MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
         "MPI_Testall");
   }
@@ -139,7 +138,7 @@ class mpi_allreduce {
     deferred_.clear();
     const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
-    detail::check(waited, "MPI_Waitall");
+    comm::mpi_check(waited, "MPI_Waitall");
     const auto missing = std::find(ready_.begin(), ready_.end(), false);
     const std::size_t first_missing = std::size_t(missing - ready_.begin());
     ready_.assign(buckets_.size(), false);  // the next step starts clean either way
@@ -163,17 +162,17 @@ class mpi_allreduce {
       for (std::size_t done = 0; done < r.count;) {
         const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
         MPI_Request request = MPI_REQUEST_NULL;
-        detail::check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
-                                     int(n), datatype_, MPI_SUM, comm_.get(), &request),
-                      "MPI_Iallreduce");
+        comm::mpi_check(MPI_Iallreduce(MPI_IN_PLACE, base_ + (r.offset + done) * element_size_,
+                                       int(n), datatype_, MPI_SUM, comm_.get(), &request),
+                        "MPI_Iallreduce");
         requests_.push_back(request);
         done += n;
       }
     }
   }
 
-  detail::mpi_communicator comm_;  // first: freed after the requests are waited for
-  std::byte* base_ = nullptr;      // gradients() of the attached model
+  comm::mpi_communicator comm_;  // first: freed after the requests are waited for
+  std::byte* base_ = nullptr;    // gradients() of the attached model
   std::size_t element_size_ = 0;
   MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
   std::vector<model::gradient_bucket> buckets_;  // copied: publication order, ranges
@@ -183,7 +182,6 @@ class mpi_allreduce {
   std::vector<std::size_t> deferred_;  // after_backward: published, not yet started
 };
 
-static_assert(gradient_reducer_for<mpi_allreduce, model::gpt2_cpu>);
 static_assert(rank_aware<mpi_allreduce>);
 
 }  // namespace trainkit::reduce

@@ -36,24 +36,23 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/mpi_check.hpp"
+#include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/zero1_shards.hpp"
 #include "trainkit/reduce/concepts.hpp"
-#include "trainkit/reduce/detail/mpi_check.hpp"
-#include "trainkit/reduce/detail/mpi_communicator.hpp"
 
 namespace trainkit::reduce {
 
 class mpi_zero1 {
  public:
-  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (detail/mpi_communicator.hpp). MPI
-  /// must be initialised (reduce::mpi_session).
+  /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (comm/mpi_communicator.hpp). MPI
+  /// must be initialised (comm::mpi_session).
   explicit mpi_zero1(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
 
   mpi_zero1(const mpi_zero1&) = delete;
@@ -81,7 +80,7 @@ class mpi_zero1 {
     const auto grads = model.gradients();
     base_ = reinterpret_cast<std::byte*>(grads.data());
     element_size_ = sizeof(T);
-    datatype_ = detail::mpi_datatype_of<T>();
+    datatype_ = comm::mpi_datatype_of<T>();
     n_ = grads.size();
     shards_ = optim::zero1_shards(n_, comm_.size());
     shard_ = shards_[std::size_t(comm_.rank())];
@@ -128,14 +127,15 @@ class mpi_zero1 {
     ready_[i] = true;
     for (const piece& p : plans_[i]) {
       MPI_Request request = MPI_REQUEST_NULL;
-      detail::check(MPI_Ireduce_scatter(base_ + p.offset * element_size_,
-                                        received_.data() + p.received_offset * element_size_,
-                                        p.counts.data(), datatype_, MPI_SUM, comm_.get(), &request),
-                    "MPI_Ireduce_scatter");
+      comm::mpi_check(
+          MPI_Ireduce_scatter(base_ + p.offset * element_size_,
+                              received_.data() + p.received_offset * element_size_, p.counts.data(),
+                              datatype_, MPI_SUM, comm_.get(), &request),
+          "MPI_Ireduce_scatter");
       requests_.push_back(request);
     }
     int all_done = 0;  // Open MPI progresses non-blocking collectives only inside MPI calls
-    detail::check(
+    comm::mpi_check(
         MPI_Testall(int(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
         "MPI_Testall");
   }
@@ -145,7 +145,7 @@ class mpi_zero1 {
   void finish() {
     const int waited = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
-    detail::check(waited, "MPI_Waitall");
+    comm::mpi_check(waited, "MPI_Waitall");
     const auto missing = std::find(ready_.begin(), ready_.end(), false);
     const std::size_t first_missing = std::size_t(missing - ready_.begin());
     ready_.assign(plans_.size(), false);  // the next step starts clean either way
@@ -176,7 +176,7 @@ class mpi_zero1 {
       out[c] =
           optim::detail::chunk_sum_of_squares(grads.data(), begin, std::min(begin + chunk, n_));
     }
-    detail::check(
+    comm::mpi_check(
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, partials_.data(), chunk_counts_.data(),
                        chunk_displs_.data(), MPI_DOUBLE, comm_.get()),
         "MPI_Allgatherv");
@@ -235,8 +235,8 @@ class mpi_zero1 {
     }
   }
 
-  detail::mpi_communicator comm_;  // first: freed after the requests are waited for
-  std::byte* base_ = nullptr;      // gradients() of the attached model
+  comm::mpi_communicator comm_;  // first: freed after the requests are waited for
+  std::byte* base_ = nullptr;    // gradients() of the attached model
   std::size_t element_size_ = 0;
   std::size_t n_ = 0;
   MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
@@ -252,8 +252,6 @@ class mpi_zero1 {
   double norm_ = 0.0;
 };
 
-static_assert(gradient_reducer_for<mpi_zero1, model::gpt2_cpu>);
-static_assert(clips_sharded_gradients<mpi_zero1, model::gpt2_cpu>);
 static_assert(rank_aware<mpi_zero1>);
 // Its collectives are what a sharded checkpoint of zero1_adamw_cpu's state agrees over.
 static_assert(checkpoint::save_communicator<mpi_zero1>);

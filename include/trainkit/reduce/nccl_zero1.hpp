@@ -3,10 +3,10 @@
 // The CUDA twin of reduce/mpi_zero1.hpp. Rank r owns one contiguous shard of the flat buffer
 // (optim/zero1_shards.hpp, cut on the norm-chunk grid) and needs the sum over ranks of that
 // shard's gradients only. When backward has enqueued the last kernel writing a bucket
-// (model/step_protocol.hpp), `bucket_ready` records an event on the compute stream, makes the
+// (core/step_protocol.hpp), `bucket_ready` records an event on the compute stream, makes the
 // reducer's communication stream wait on it, and enqueues one in-place ncclReduce (bf16, sum) per
 // piece of the bucket's ranges that lies in one rank's shard, to that rank, grouped
-// (ncclGroupStart/End) — so layer L is reduced while backward computes layer L-1, and the host
+// (comm::nccl_group) — so layer L is reduced while backward computes layer L-1, and the host
 // never waits. ncclReduceScatter is not used: it wants equal pieces, and the chunk-grid shards
 // differ by up to a chunk; per-owner reductions move the same bytes. In place, so the summed shard
 // lands where the optimizer reads it and no receive buffer is needed; the rest of this rank's
@@ -53,6 +53,11 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/nccl_bucket_stream.hpp"
+#include "trainkit/comm/nccl_check.hpp"
+#include "trainkit/comm/nccl_communicator.hpp"
+#include "trainkit/comm/nccl_group.hpp"
+#include "trainkit/comm/nccl_scalars.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
@@ -60,22 +65,19 @@
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
 #include "trainkit/optim/zero1_shards.hpp"
 #include "trainkit/reduce/concepts.hpp"
 #include "trainkit/reduce/cuda/zero1_norm.cuh"
-#include "trainkit/reduce/detail/nccl_check.hpp"
-#include "trainkit/reduce/detail/nccl_scalars.hpp"
-#include "trainkit/reduce/nccl_allreduce.hpp"
 
 namespace trainkit::reduce {
 
 class nccl_zero1 {
  public:
   /// Reduces over `comm`, which must outlive the reducer (and is the optimizer's too).
-  explicit nccl_zero1(const nccl_communicator& comm) : comm_(&comm) {}
+  explicit nccl_zero1(const comm::nccl_communicator& comm) : comm_(&comm) {}
 
   nccl_zero1(nccl_zero1&&) noexcept = default;  // only before attach (the trainer's move)
   nccl_zero1& operator=(nccl_zero1&&) = delete;
@@ -85,12 +87,12 @@ class nccl_zero1 {
   int rank() const noexcept { return comm_->rank(); }
   int world_size() const noexcept { return comm_->world_size(); }
 
-  /// The rank-aware hooks (detail/nccl_scalars.hpp): collective, each waits on the host.
-  void sum(std::span<double> values) { scalars_.sum(comm_->get(), comm_stream(), values); }
+  /// The rank-aware hooks (comm/nccl_scalars.hpp): collective, each waits on the host.
+  void sum(std::span<double> values) { scalars_.sum(comm_->get(), streams_.stream(), values); }
   double average(double x) {
-    return scalars_.average(comm_->get(), comm_stream(), world_size(), x);
+    return scalars_.average(comm_->get(), streams_.stream(), world_size(), x);
   }
-  bool any(bool flag) { return scalars_.any(comm_->get(), comm_stream(), flag); }
+  bool any(bool flag) { return scalars_.any(comm_->get(), streams_.stream(), flag); }
 
   /// Keeps where the model's bf16 gradients are and the compute stream, plans every bucket's
   /// per-owner reductions, and allocates the norm's partial sums (zeroed on the compute stream).
@@ -105,10 +107,10 @@ class nccl_zero1 {
     const std::vector<model::gradient_range> shards = optim::zero1_shards(n_, world_size());
     shard_ = shards[std::size_t(rank())];
     const auto buckets = model.gradient_buckets();
-    names_.clear();
+    std::vector<std::string> names;
     plans_.assign(buckets.size(), {});
     for (std::size_t b = 0; b < buckets.size(); ++b) {
-      names_.push_back(buckets[b].name);
+      names.push_back(buckets[b].name);
       for (const model::gradient_range& r : buckets[b].ranges) {
         if (r.offset + r.count > n_)
           throw config_error("nccl_zero1: bucket '" + buckets[b].name + "' reaches past the " +
@@ -121,11 +123,7 @@ class nccl_zero1 {
           }
       }
     }
-    ready_.assign(plans_.size(), false);
-    (void)comm_stream();
-    bucket_done_.clear();
-    for (std::size_t i = 0; i < plans_.size(); ++i) bucket_done_.emplace_back(false);
-    reduced_.emplace(false);
+    streams_.attach(std::move(names), compute_);
     partials_written_.emplace(false);
     partials_summed_.emplace(false);
     // The norm: one double per chunk of the whole buffer; this rank writes the slots of its
@@ -144,42 +142,21 @@ class nccl_zero1 {
   /// Bucket i's last writer is enqueued on the compute stream: reduce each piece of it onto its
   /// shard's owner, on the communication stream, after it.
   void bucket_ready(std::size_t i) {
-    if (base_ == nullptr) throw config_error("nccl_zero1: bucket_ready before attach");
-    if (i >= plans_.size())
-      throw config_error("nccl_zero1: bucket " + std::to_string(i) + " of " +
-                         std::to_string(plans_.size()));
-    if (ready_[i])
-      throw config_error("nccl_zero1: bucket '" + names_[i] + "' published twice in one step");
-    ready_[i] = true;
-    const cudaStream_t comm_stream = this->comm_stream();
-    bucket_done_[i].record(compute_);
-    TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, bucket_done_[i].get(), 0));
+    const cudaStream_t s = streams_.begin_bucket(i);
     // One group per bucket: NCCL launches its pieces as one operation. Every rank has the same
     // plan, so every rank issues the same reductions in the same order.
-    detail::nccl_check(ncclGroupStart(), "ncclGroupStart", comm_->get());
+    comm::nccl_group group(comm_->get());
     for (const piece& p : plans_[i]) {
       trainkit::bf16* at = base_ + p.offset;  // in place: the owner's sum replaces its own part
-      detail::nccl_check(
-          ncclReduce(at, at, p.count, ncclBfloat16, ncclSum, p.owner, comm_->get(), comm_stream),
-          "ncclReduce", comm_->get());
+      comm::nccl_check(ncclReduce(at, at, p.count, ncclBfloat16, ncclSum, p.owner, comm_->get(), s),
+                       "ncclReduce", comm_->get());
     }
-    detail::nccl_check(ncclGroupEnd(), "ncclGroupEnd", comm_->get());
+    group.end();
   }
 
   /// Orders the compute stream after every bucket's reduction (no host wait). Throws
   /// config_error if a bucket was not published this step.
-  void finish() {
-    if (base_ == nullptr) throw config_error("nccl_zero1: finish before attach");
-    const std::size_t missing =
-        std::size_t(std::find(ready_.begin(), ready_.end(), false) - ready_.begin());
-    ready_.assign(plans_.size(), false);  // the next step starts clean either way
-    if (missing < plans_.size())
-      throw config_error("nccl_zero1: bucket '" + names_[missing] +
-                         "' was not published before finish()");
-    reduced_->record(comm_stream());
-    TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(compute_, reduced_->get(), 0));
-    check_async_error();
-  }
+  void finish() { streams_.finish(comm_->get()); }
 
   /// The clipping step (clips_sharded_gradients), enqueued on the context's stream after
   /// finish(): partial sums of this rank's chunks, their all-reduce on the communication stream,
@@ -190,16 +167,16 @@ class nccl_zero1 {
                                         cuda::execution_context& ctx) {
     if (grads.data() != base_ || grads.size() != n_)
       throw config_error("nccl_zero1: clip() of a gradient buffer it was not attached to");
-    const cudaStream_t compute = ctx.stream(), comm_stream = this->comm_stream();
+    const cudaStream_t compute = ctx.stream(), comm_stream = streams_.stream();
     const auto* g = reinterpret_cast<const kernels::bf16_t*>(base_);
     kernels::chunk_sums_of_squares(partials_.data() + my_chunks_.offset, g, shard_.offset,
                                    shard_.offset + shard_.count, compute);
     partials_written_->record(compute);
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, partials_written_->get(), 0));
     if (total_chunks_ > 0)
-      detail::nccl_check(ncclAllReduce(partials_.data(), all_partials_.data(), total_chunks_,
-                                       ncclFloat64, ncclSum, comm_->get(), comm_stream),
-                         "ncclAllReduce (norm partials)", comm_->get());
+      comm::nccl_check(ncclAllReduce(partials_.data(), all_partials_.data(), total_chunks_,
+                                     ncclFloat64, ncclSum, comm_->get(), comm_stream),
+                       "ncclAllReduce (norm partials)", comm_->get());
     partials_summed_->record(comm_stream);
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(compute, partials_summed_->get(), 0));
     if (total_chunks_ > 0)
@@ -233,30 +210,13 @@ class nccl_zero1 {
     int owner = 0;
   };
 
-  cudaStream_t comm_stream() {
-    if (!comm_stream_) comm_stream_.emplace();
-    return comm_stream_->get();
-  }
-
-  /// A peer that failed shows here (the host does not otherwise wait on NCCL).
-  void check_async_error() const {
-    ncclResult_t async = ncclSuccess;
-    detail::nccl_check(ncclCommGetAsyncError(comm_->get(), &async), "ncclCommGetAsyncError",
-                       comm_->get());
-    detail::nccl_check(async, "NCCL (asynchronous error)", comm_->get());
-  }
-
-  const nccl_communicator* comm_;
+  const comm::nccl_communicator* comm_;
   trainkit::bf16* base_ = nullptr;  // gradients() of the attached model, device memory
   std::size_t n_ = 0;
   cudaStream_t compute_ = nullptr;
   model::gradient_range shard_{};          // this rank's
-  std::vector<std::string> names_;         // bucket names, for messages
   std::vector<std::vector<piece>> plans_;  // per bucket, in publication order
-  std::vector<bool> ready_;                // published this step
-  std::optional<cuda::stream> comm_stream_;
-  std::vector<cuda::event> bucket_done_;  // per bucket: its last writer on the compute stream
-  std::optional<cuda::event> reduced_;    // the step's reductions on the comm stream
+  comm::nccl_bucket_stream streams_{"nccl_zero1"};
   std::optional<cuda::event> partials_written_, partials_summed_;  // the norm's hand-overs
   model::gradient_range my_chunks_{};         // chunk indices of this rank's shard
   std::size_t total_chunks_ = 0;              // chunks of the whole buffer
@@ -265,7 +225,7 @@ class nccl_zero1 {
   cuda::device_buffer<double> sum_sq_;        // (1,) Σ g²
   cuda::device_buffer<float> norm_and_factor_;  // (2,) ‖g‖, clipping factor
   cuda::pinned_buffer<float> host_norm_;        // (2,)
-  detail::nccl_scalars scalars_;                // the rank-aware hooks
+  comm::nccl_scalars scalars_;                  // the rank-aware hooks
 };
 
 static_assert(rank_aware<nccl_zero1>);

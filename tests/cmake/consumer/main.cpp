@@ -17,14 +17,14 @@
 #include <vector>
 #endif
 #if defined(CONSUMER_MPI)
+#include <trainkit/comm/mpi_session.hpp>
 #include <trainkit/reduce/mpi_allreduce.hpp>
-#include <trainkit/reduce/mpi_session.hpp>
 
 static_assert(trainkit::reduce::gradient_reducer_for<trainkit::reduce::mpi_allreduce,
                                                      trainkit::model::gpt2_cpu>);
 // Not called (running MPI needs mpiexec), but emitted: the link needs MPI's library.
 int consumer_mpi_world_size() {
-  trainkit::reduce::mpi_session mpi;
+  trainkit::comm::mpi_session mpi;
   return trainkit::reduce::mpi_allreduce{}.world_size();
 }
 #endif
