@@ -14,8 +14,8 @@
 // and forward_backward only enqueue work on the context's stream — no host synchronisation, the
 // loss of each micro-step is added to a device double and copied to pinned memory on the last
 // micro-step, and step_loss() reads it after the trainer synchronised the context. Buckets are
-// published right after the last kernel writing them is enqueued. Deterministic mode builds the
-// encoder's token buckets on the device too (model/cuda/token_buckets.cuh). The exception: a batch
+// published right after the last kernel writing them is enqueued. The encoder's token buckets (the
+// wte gradient's fp32 sums per token) are built on the device too (model/cuda/token_buckets.cuh). The exception: a batch
 // shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
 // With options.cuda_graph the micro-step's kernels are captured once per (B, T, grad_scale) and
 // replayed as one graph (several when buckets are published, one per bucket, so a reducer still
@@ -205,7 +205,8 @@ class gpt2_cuda {
     plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
-    if (options_.deterministic) token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
+    if (!options_.embedding_atomics)
+      token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
     // Captured graphs hold the old arena's addresses (a new arena may even reuse them with a
     // different layout): every shape runs eagerly once more, then is captured again.
     graphs_.clear();
@@ -621,6 +622,10 @@ class gpt2_cuda {
     if (opt.recompute < 0 || opt.recompute > 2)
       throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
                          std::to_string(opt.recompute));
+    if (opt.embedding_atomics && opt.deterministic)
+      throw config_error(
+          "gpt2_cuda_options.embedding_atomics adds in no fixed order; set deterministic = false "
+          "or leave embedding_atomics off");
     const int hs = cfg.channels / cfg.num_heads;
     switch (opt.attention) {
       case gpt2_attention::naive:
@@ -803,7 +808,7 @@ class gpt2_cuda {
       on_bucket(gpt2_layer_bucket(config_, l));
     }
     kernels::encoder_backward_wpe(grad(wpe), dres, B, T, C, s);
-    if (options_.deterministic) {
+    if (!options_.embedding_atomics) {  // fp32 sums per token, one bf16 rounding per element
       std::int32_t* packed = slot<std::int32_t>(plan_.buckets);
       token_buckets_.build(packed, inputs, int(N), config_.vocab_size, s);
       // The number of buckets is known on the device only: N blocks, those past it return.
@@ -830,7 +835,7 @@ class gpt2_cuda {
   gpt2_cuda_arena_plan plan_;
   int arena_batch_ = 0, arena_seq_ = 0;
   std::size_t step_rows_ = 0;
-  kernels::device_token_buckets token_buckets_;      // deterministic mode's scratch
+  kernels::device_token_buckets token_buckets_;      // the wte gradient's bucket scratch
   trainkit::cuda::device_buffer<double> loss_sums_;  // (2,) Σ micro-step mean losses; forward()'s
   trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
   int step_count_ = 1;                               // micro-steps of the step being read

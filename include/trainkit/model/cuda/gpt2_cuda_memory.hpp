@@ -36,9 +36,16 @@ struct gpt2_cuda_options {
   /// in backward (keeps only its input); 2 also recomputes the LayerNorm outputs (keeps the
   /// residual stream and the per-row mean and rstd).
   int recompute = 0;
-  /// No atomics whose order varies: the wte gradient is summed per token in row order (the host
-  /// groups rows by token), so two runs from one state give bit-identical losses and gradients.
+  /// No atomics whose order varies and no autotuned GEMM algorithm, so two runs from one state
+  /// give bit-identical losses and gradients (flash attention, whose dq atomics vary, is refused).
   bool deterministic = true;
+  /// The wte gradient with bf16x2 atomics instead of the fp32 token buckets (built on the device
+  /// in either mode, model/cuda/token_buckets.cuh). Off by default in every mode: each atomic add
+  /// rounds to bf16, so a token seen n times in a micro-batch collects ~n roundings — on real
+  /// text (",", "the" 1,000–3,000 times per micro-batch) its gradient ends 3–6% off, against one
+  /// rounding (2⁻⁹) for the buckets (detail/token_buckets.hpp; test_model_token_buckets).
+  /// Refused in deterministic mode (the atomics' order varies).
+  bool embedding_atomics = false;
   /// Arena shape to reserve up front; 0 = sized by the first batch. A later batch with B and T no
   /// larger reuses the arena; a larger one grows it.
   int batch_size = 0;
