@@ -1,10 +1,12 @@
 // Tests for trainkit/core/cuda and the host side of the CUDA GPT-2: the cuda_error message format,
 // device detection, the Eigen-free initialisation (must equal gpt2_cpu's bit for bit) and the
 // activation-arena plan against an independent count — these run on any machine — and buffers,
-// streams and events (these skip without a CUDA device). Compiled by g++: the utilities are
+// streams and events (these skip without a CUDA device); the cuBLASLt cache key and autotune pick
+// (core/linalg/detail/gemm_tuning.hpp) run anywhere. Compiled by g++: the utilities are
 // host-compilable by design.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/core/linalg/detail/gemm_tuning.hpp"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
@@ -114,6 +117,53 @@ TEST(CudaStream, EventsMeasureElapsedTime) {
   const float ms = trainkit::cuda::elapsed_ms(a, b);
   EXPECT_GT(ms, 0.0f);
   EXPECT_TRUE(b.ready());
+}
+
+// ---- host side of the cuBLASLt GEMM cache and autotuner ----------------------------------------
+
+TEST(GemmTuning, AlignmentIsTheLowestSetBitOfAddressAndStrideUpTo256) {
+  namespace d = trainkit::linalg::detail;
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10000)), 256);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10080)), 128);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10002)), 2);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10000), 2 * 67), 2);  // an odd T's bf16 stride
+  EXPECT_EQ(d::alignment_of(nullptr), 256);
+}
+
+// The fused GELU epilogue has a bias and an aux matrix: an algorithm chosen for one pair of
+// alignments must not be reused for another (d48's biases are 128-byte aligned, d12's 256).
+TEST(GemmTuning, CacheKeyKeepsTheBiasAndAuxAlignmentsApart) {
+  namespace d = trainkit::linalg::detail;
+  const auto at = [](std::uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  const auto k256_128 = d::epilogue_alignments(at(0x10000), at(0x20080));
+  const auto k128_256 = d::epilogue_alignments(at(0x10080), at(0x20000));
+  const auto k128_64 = d::epilogue_alignments(at(0x10080), at(0x20040));
+  EXPECT_NE(k256_128, k128_256);
+  EXPECT_NE(k256_128, k128_64);
+  EXPECT_NE(k128_256, k128_64);
+  EXPECT_EQ(k256_128, (std::array<std::int64_t, 2>{256, 128}));
+  EXPECT_EQ(d::epilogue_alignments(at(0x10080), nullptr), (std::array<std::int64_t, 2>{128, 256}));
+}
+
+TEST(GemmTuning, PickSkipsFailedCandidatesAndTimesTheFirstThatRan) {
+  namespace d = trainkit::linalg::detail;
+  const std::vector<float> all_ran{0.5f, 0.3f, 0.4f, 0.3f};
+  auto p = d::pick_fastest(all_ran);
+  EXPECT_EQ(p.chosen, 1);  // the first of two equal times: the heuristic's order breaks ties
+  EXPECT_EQ(p.first_ran, 0);
+  EXPECT_FLOAT_EQ(p.first_ms, 0.5);
+  EXPECT_FLOAT_EQ(p.best_ms, 0.3);
+  // The heuristic's first choice failed: its reference is the first that ran, never 0 ms.
+  const std::vector<float> first_failed{-1.0f, 0.7f, 0.9f, 0.6f};
+  p = d::pick_fastest(first_failed);
+  EXPECT_EQ(p.first_ran, 1);
+  EXPECT_FLOAT_EQ(p.first_ms, 0.7);
+  EXPECT_EQ(p.chosen, 3);
+  EXPECT_FLOAT_EQ(p.best_ms, 0.6);
+  const std::vector<float> none_ran{-1.0f, -1.0f};
+  p = d::pick_fastest(none_ran);
+  EXPECT_EQ(p.chosen, -1);
+  EXPECT_EQ(p.first_ran, -1);
 }
 
 // ---- host side of the CUDA GPT-2 -------------------------------------------------------------
