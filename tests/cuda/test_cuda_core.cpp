@@ -220,7 +220,7 @@ TEST(Gpt2CudaHost, ArenaPlanMatchesAnIndependentCount) {
         plan.fch_gelu,  plan.res3,   plan.lnf,      plan.lnf_mean, plan.lnf_rstd, plan.logits,
         plan.losses,    plan.qkv,    plan.proj,     plan.scores,   plan.dscores,  plan.heads,
         plan.dqkvr,     plan.dres,   plan.dln,      plan.datty,    plan.dfch,     plan.ln_partial,
-        plan.bias_grad, plan.buckets};
+        plan.bias_grad, plan.buckets};  // attention_workspace: 0 bytes here (cuDNN only)
     std::size_t end = 0;
     for (const auto& a : all) {
       EXPECT_EQ(a.offset % pad, 0u);
@@ -294,6 +294,32 @@ TEST(Gpt2CudaHost, MemoryReport) {
   EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 64, 3), trainkit::config_error);
 }
 
+// cuDNN's attention workspace is a slot of the arena (scratch), so the memory report counts it:
+// the deterministic backward's dP (B·H·T·T bf16: ~805 MB at d12 B=32 T=1024) against the fast
+// one's fp32 dQ accumulator.
+TEST(Gpt2CudaHost, CudnnAttentionWorkspaceIsPlannedInTheArena) {
+  using trainkit::model::gpt2_attention;
+  const auto cfg = trainkit::model::gpt2_config::preset("d12");
+  const std::size_t det = trainkit::model::cudnn_attention_workspace_estimate(cfg, 32, 1024, true);
+  const std::size_t fast =
+      trainkit::model::cudnn_attention_workspace_estimate(cfg, 32, 1024, false);
+  EXPECT_EQ(det, std::size_t(32) * 12 * 1024 * 1024 * 2);
+  EXPECT_LT(fast * 4, det) << "the fast backward needs far less";
+  const auto without = trainkit::model::plan_gpt2_cuda_arena(cfg, 32, 1024, 0, gpt2_attention::cudnn);
+  const auto with =
+      trainkit::model::plan_gpt2_cuda_arena(cfg, 32, 1024, 0, gpt2_attention::cudnn, det);
+  EXPECT_EQ(without.attention_workspace.bytes, 0u);
+  EXPECT_EQ(with.attention_workspace.bytes, det);
+  EXPECT_EQ(with.attention_workspace.offset % with.alignment, 0u);
+  EXPECT_GE(with.attention_workspace.offset, with.activation_bytes) << "scratch, not activations";
+  EXPECT_LE(with.attention_workspace.offset + det, with.total_bytes);
+  EXPECT_GE(with.total_bytes, without.total_bytes + det);
+  EXPECT_EQ(with.activation_bytes, without.activation_bytes);
+  const auto r0 = trainkit::model::gpt2_cuda_memory(cfg, 32, 1024, 0, gpt2_attention::cudnn);
+  const auto r1 = trainkit::model::gpt2_cuda_memory(cfg, 32, 1024, 0, gpt2_attention::cudnn, det);
+  EXPECT_GE(r1.workspace, r0.workspace + det);
+}
+
 // The run trainkit exists for: GPT-2 XL (d48) at B=16, T=1024 with nothing recomputed fits one
 // H200 (about 139 GiB usable) with flash or cuDNN attention, with room for the CUDA context and
 // cuDNN's workspace; with the naive attention's T×T matrices it would not leave that room.
@@ -302,7 +328,12 @@ TEST(Gpt2CudaHost, D48AtB16FitsAnH200WithoutRecomputation) {
   const auto cfg = trainkit::model::gpt2_config::preset("d48");
   constexpr double gib = double(1 << 30);
   for (const auto attention : {gpt2_attention::flash, gpt2_attention::cudnn}) {
-    const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, attention);
+    // cuDNN's deterministic backward keeps dP in its workspace: 16·25·1024²·2 bytes, in the plan.
+    const std::size_t ws =
+        attention == gpt2_attention::cudnn
+            ? trainkit::model::cudnn_attention_workspace_estimate(cfg, 16, 1024, true)
+            : 0;
+    const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, attention, ws);
     std::printf("d48 B=16 T=1024 recompute 0: %s\n", r.to_string().c_str());
     EXPECT_LT(double(r.total()) / gib, 120.0) << r.to_string();
   }

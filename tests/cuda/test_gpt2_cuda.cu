@@ -439,6 +439,27 @@ TEST(Gpt2Cuda, CudnnAttentionMatchesCpuD6OddT) {
   compare_with_cpu("d6", 2, 100, opt);
 }
 
+// The fast backward (deterministic off: dQ atomics, little workspace) on a Zipf batch; and the
+// deterministic one's workspace is planned in the arena: the memory report holds at least the
+// bytes a cuDNN-less plan of the shape has, plus what cuDNN asked for.
+TEST(Gpt2Cuda, CudnnFastBackwardMatchesCpuAndWorkspaceIsReported) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  gpt2_cuda_options opt;
+  opt.attention = trainkit::model::gpt2_attention::cudnn;
+  opt.deterministic = false;
+  compare_with_cpu("d2", 2, 256, opt, true);
+  opt.deterministic = true;
+  opt.batch_size = 4;
+  opt.seq_len = 256;
+  const gpt2_config cfg = gpt2_config::preset("d2");
+  gpt2_cuda m(cfg, 1, opt);
+  m.reserve(4, 256);
+  const auto planless = trainkit::model::gpt2_cuda_memory(cfg, 4, 256, 0, opt.attention);
+  EXPECT_GE(m.memory_report().workspace, planless.workspace);
+  std::printf("cuDNN deterministic backward, d2 B=4 T=256: workspace %zu bytes beyond the plan\n",
+              m.memory_report().workspace - planless.workspace);
+}
+
 // cuDNN's graphs run inside the captured CUDA graph; its deterministic backward keeps the bits.
 // An eval forward() of a new shape in between may move cuDNN's workspace: the graph then is
 // captured again instead of replaying into freed memory.

@@ -202,9 +202,17 @@ class gpt2_cuda {
   void reserve(int B, int T) {
     if (arena_.size() && B <= arena_batch_ && T <= arena_seq_) return;
     const int nb = std::max(B, arena_batch_), nt = std::max(T, arena_seq_);
-    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
+    // cuDNN's plans for the shape say what workspace they need: planned in the arena (and so in
+    // memory_report()), not allocated behind it.
+    const std::size_t attention_ws =
+        cudnn_ ? cudnn_->plan_workspace(nb, nt, config_.channels, config_.num_heads) : 0;
+    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention,
+                                 attention_ws);
+    if (cudnn_) cudnn_->use_workspace(nullptr, 0);  // not into the arena about to be freed
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
+    if (cudnn_ && attention_ws > 0)
+      cudnn_->use_workspace(slot<std::byte>(plan_.attention_workspace), attention_ws);
     if (!options_.embedding_atomics)
       token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
     // Captured graphs hold the old arena's addresses (a new arena may even reuse them with a
@@ -221,8 +229,11 @@ class gpt2_cuda {
   gpt2_cuda_memory_report memory_report() const {
     if (!arena_.size())
       throw config_error("gpt2_cuda::memory_report: no arena yet (call reserve(B, T) first)");
-    return gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute,
-                            options_.attention);
+    gpt2_cuda_memory_report r =
+        gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute,
+                         options_.attention, plan_.attention_workspace.bytes);
+    if (cudnn_) r.workspace += cudnn_->own_workspace_bytes();  // shapes the arena did not plan
+    return r;
   }
 
   /// Step protocol: gradients to zero, enqueued on the context's stream.
