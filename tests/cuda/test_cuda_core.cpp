@@ -8,16 +8,19 @@
 
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_env.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/linalg/detail/gemm_tuning.hpp"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
@@ -117,6 +120,33 @@ TEST(CudaStream, EventsMeasureElapsedTime) {
   const float ms = trainkit::cuda::elapsed_ms(a, b);
   EXPECT_GT(ms, 0.0f);
   EXPECT_TRUE(b.ready());
+}
+
+// Device phases: the stream time between a phase's two events, including a wait the host never
+// sees (here a host function holding the stream for 50 ms, as a reduction on another stream would).
+TEST(CudaExecutionContext, TimesDevicePhasesOnTheStream) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  trainkit::cuda::execution_context ctx;
+  static_assert(trainkit::times_device_phases<trainkit::cuda::execution_context>);
+  for (int step = 0; step < 2; ++step) {  // the event pool is reused by the second step
+    ctx.begin_phase(trainkit::device_phase::comm);
+    TRAINKIT_CUDA_CHECK(cudaLaunchHostFunc(
+        ctx.stream(),
+        [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+    ctx.end_phase(trainkit::device_phase::comm);
+    ctx.begin_phase(trainkit::device_phase::optimizer);
+    ctx.end_phase(trainkit::device_phase::optimizer);
+    ctx.synchronize();
+    const trainkit::device_phase_times t = ctx.device_phase_ms();
+    EXPECT_GE(t[std::size_t(trainkit::device_phase::comm)], 45.0) << "step " << step;
+    EXPECT_LT(t[std::size_t(trainkit::device_phase::optimizer)], 5.0) << "step " << step;
+    EXPECT_EQ(t[std::size_t(trainkit::device_phase::ckpt_stall)], 0.0);
+  }
+  EXPECT_EQ(ctx.device_phase_ms(), trainkit::device_phase_times{}) << "read once per step";
+  ctx.begin_phase(trainkit::device_phase::comm);
+  EXPECT_THROW(ctx.begin_phase(trainkit::device_phase::h2d), trainkit::config_error);
+  EXPECT_THROW(ctx.end_phase(trainkit::device_phase::h2d), trainkit::config_error);
+  ctx.end_phase(trainkit::device_phase::comm);
 }
 
 // ---- host side of the cuBLASLt GEMM cache and autotuner ----------------------------------------
