@@ -111,6 +111,21 @@ TEST(DevicePhases, HostBookedTimeIsNotCountedTwiceAndComputeBoundsTheMove) {
   EXPECT_EQ(ctx.device_phase_ms(), tk::device_phase_times{}) << "one read per step";
 }
 
+// A batch fetch the host waited for is booked to data_wait (and h2d): an idle stream measuring
+// that same wait adds nothing; a stream that waited longer for the copy gets the rest.
+TEST(DevicePhases, H2dSubtractsWhatTheHostBookedToTheFetch) {
+  fake_device_context ctx;
+  tk::step_metrics m = host_view_of_a_device_step();  // data_wait 0.2, h2d 0.01
+  tk::phase_clock clock(m);
+  tk::device_phase_times t{};
+  t[std::size_t(device_phase::h2d)] = 5.21;
+  ctx.injected = t;
+  tk::account_device_phases(ctx, clock, m);
+  EXPECT_NEAR(m.h2d_ms, 5.01, 1e-9);
+  EXPECT_NEAR(m.data_wait_ms, 0.2, 1e-12);
+  EXPECT_NEAR(m.compute_ms, 148.0 - 5.0, 1e-9);
+}
+
 TEST(DevicePhases, HostContextIsLeftAlone) {
   tk::host_context ctx;
   tk::step_metrics m = host_view_of_a_device_step();

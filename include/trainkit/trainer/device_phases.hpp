@@ -63,8 +63,11 @@ device_phase_times account_device_phases(Ctx& ctx, phase_clock& clock, const ste
     for (const device_phase p : order) {
       const phase to = booked_phase(p);
       // The host's own time in the phase (enqueueing, or a host-side wait) is already booked;
-      // a stream that sat idle waiting for that enqueueing measured the same time again.
-      const double unbooked = device[std::size_t(p)] - m.*info(to).field;
+      // a stream that sat idle waiting for that enqueueing measured the same time again. The
+      // host books its part of fetching a batch to data_wait (and the copy's share to h2d).
+      double booked = m.*info(to).field;
+      if (p == device_phase::h2d) booked += m.data_wait_ms;
+      const double unbooked = device[std::size_t(p)] - booked;
       const double ms = std::clamp(unbooked, 0.0, std::max(0.0, m.compute_ms));
       if (ms > 0) clock.move(phase::compute, to, ms);
     }
