@@ -1,7 +1,7 @@
 // tests/model/test_hf_llama.cpp — Hugging Face LlamaForCausalLM folders: the fp32 round trip is
 // bit-identical (untied and tied), the stored layout is HF's (q/k/v and gate/up split out of the
-// fused tensors, unpadded tables), the logits of an independent numpy Llama over the exported folder
-// match trainkit's CPU model (transformers' own load is checked too where it is importable),
+// fused tensors, unpadded tables), the logits of an independent numpy Llama over the exported
+// folder match trainkit's CPU model (transformers' own load is checked too where it is importable),
 // variants HF cannot compute are refused at export naming the field, and configs trainkit cannot
 // compute are refused at import.
 #include <gtest/gtest.h>

@@ -1,10 +1,11 @@
-// Tests for trainkit/model/llama_config.hpp and llama_cpu.hpp: presets, validation naming the field,
-// parameter layout and roles, FLOPs, buckets; finite-difference gradients of every tensor in every
-// variant (SwiGLU / ReLU², QK-norm, tied head, GQA and multi-head); the RoPE kernel's rotate-half
-// pairing against a direct formula; loss at initialisation, learning, micro-step accumulation,
-// determinism, causality and input checks. Agreement with an independent implementation is
-// test_llama_golden.cpp's job.
+// Tests for trainkit/model/llama_config.hpp and llama_cpu.hpp: presets, validation naming the
+// field, parameter layout and roles, FLOPs, buckets; finite-difference gradients of every tensor in
+// every variant (SwiGLU / ReLU², QK-norm, tied head, GQA and multi-head); the RoPE kernel's
+// rotate-half pairing against a direct formula; loss at initialisation, learning, micro-step
+// accumulation, determinism, causality, input checks and sampling. Agreement with an independent
+// implementation is test_llama_golden.cpp's job.
 #include "trainkit/model/llama_cpu.hpp"  // first: the header compiles on its own
+#include "trainkit/model/sampling.hpp"
 
 #include <gtest/gtest.h>
 
@@ -161,8 +162,7 @@ TEST(LlamaConfig, ValidateNamesTheField) {
       c.validate();
       ADD_FAILURE() << "accepted; expected " << field;
     } catch (const tk::config_error& e) {
-      EXPECT_NE(std::string(e.what()).find("llama_config." + field), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("llama_config." + field), std::string::npos) << e.what();
     }
   };
   const llama_config good = tiny_config();
@@ -430,4 +430,24 @@ TEST(LlamaCpu, RejectsBadBatchesAndCoversStateByLayout) {
     bytes += st[i].bytes();
   }
   EXPECT_EQ(bytes, m.parameters().size_bytes());
+}
+
+TEST(LlamaCpu, GeneratesThroughTheSharedSampler) {
+  const llama_config cfg = tiny_config();
+  tk::model::llama_cpu m(cfg, 3);
+  randomise(m, 6);
+  const std::vector<std::int32_t> prompt{5, 9, 1};
+  tk::model::sampling_config greedy;
+  greedy.temperature = 0.0f;
+  const auto out = tk::model::generate(m, prompt, 12, greedy);  // past max_seq_len: a window
+  ASSERT_EQ(out.size(), 12u);
+  // The first token is the argmax over the V real tokens of the prompt's last logits.
+  const auto logits = m.forward_logits(prompt, 1, 3);
+  const float* last = logits.data() + 2 * std::size_t(cfg.padded_vocab_size);
+  EXPECT_EQ(out[0], std::int32_t(std::max_element(last, last + cfg.vocab_size) - last));
+  for (std::int32_t t : out) EXPECT_LT(t, cfg.vocab_size);
+  tk::model::sampling_config sampled;
+  sampled.seed = 7;
+  EXPECT_EQ(tk::model::generate(m, prompt, 12, sampled),
+            tk::model::generate(m, prompt, 12, sampled));
 }

@@ -1,10 +1,10 @@
-// tests/model/test_llama_golden.cpp — llama_cpu and adamw_cpu against an independent implementation:
-// the golden fixtures of tests/fixtures/llama (transformers' LlamaForCausalLM in float64 with GQA,
-// RoPE θ 5000, SwiGLU, an untied head; make_llama_golden.py). test_llama_cpu.cpp checks gradients
-// against the model's own forward, so a slip in the forward (RoPE's pairing, the 1/√hs of the
-// scores, ε inside or outside the root, the GQA head mapping) would pass it; here the logits, the
-// loss, every parameter's gradient and the parameters after 3 AdamW steps must match to fp32
-// accuracy (≤ 1e-5 relative per tensor).
+// tests/model/test_llama_golden.cpp — llama_cpu and adamw_cpu against an independent
+// implementation: the golden fixtures of tests/fixtures/llama (transformers' LlamaForCausalLM in
+// float64 with GQA, RoPE θ 5000, SwiGLU, an untied head; make_llama_golden.py). test_llama_cpu.cpp
+// checks gradients against the model's own forward, so a slip in the forward (RoPE's pairing, the
+// 1/√hs of the scores, ε inside or outside the root, the GQA head mapping) would pass it; here the
+// logits, the loss, every parameter's gradient and the parameters after 3 AdamW steps must match to
+// fp32 accuracy (≤ 1e-5 relative per tensor).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,7 +49,8 @@ TEST(LlamaGolden, LogitsAndLossMatchTransformers) {
   const llama_golden_fixture g = trainkit::test_golden::load_llama_golden();
   auto m = model_of(g);
   const auto logits = m.forward_logits(g.inputs, g.batch, g.seq);
-  const std::size_t V = std::size_t(g.config.vocab_size), Vp = std::size_t(g.config.padded_vocab_size);
+  const std::size_t V = std::size_t(g.config.vocab_size),
+                    Vp = std::size_t(g.config.padded_vocab_size);
   ASSERT_EQ(logits.size() / Vp * V, g.logits.size());
   std::vector<float> real;  // the V token columns of each row; the padded ones are zero
   for (std::size_t r = 0; r < logits.size() / Vp; ++r) {

@@ -20,7 +20,8 @@ TEST(LlamaMpi, TwoRanksOfOneMicroBatchEqualOneProcessOfTwoBitForBit) {
   const int rank = reducer.rank(), n = reducer.world_size();
   if (n != 2) GTEST_SKIP() << "bit for bit needs 2 ranks of 1 micro-batch";
   constexpr int steps = 8;
-  const run_record one = train(0, 1, 2, steps, tk::checkpoint::no_checkpoint{}, tk::reduce::single{});
+  const run_record one =
+      train(0, 1, 2, steps, tk::checkpoint::no_checkpoint{}, tk::reduce::single{});
   const run_record dp =
       train(rank, n, 1, steps, tk::checkpoint::no_checkpoint{}, std::move(reducer));
   ASSERT_EQ(one.loss.size(), std::size_t(steps));

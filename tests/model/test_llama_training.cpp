@@ -53,7 +53,10 @@ void expect_resume_bit_identical(MakeCheckpointer make, const std::string& name)
 
 TEST(LlamaTraining, SyncCheckpointResumesBitForBit) {
   expect_resume_bit_identical(
-      [](const fs::path& d) { return tk::checkpoint::sync_checkpointer({d, 2}); }, "sync");
+      [](const fs::path& d) {
+        return tk::checkpoint::sync_checkpointer({d, 2});
+      },
+      "sync");
 }
 
 TEST(LlamaTraining, AsyncCheckpointResumesBitForBit) {

@@ -70,14 +70,15 @@ inline std::vector<hf_llama_tensor> hf_llama_layout(const llama_config& cfg) {
     out.push_back({p + "self_attn.q_proj.weight", {Q, C}, qkv});
     out.push_back({p + "self_attn.k_proj.weight", {K, C}, qkv + std::size_t(Q * C)});
     out.push_back({p + "self_attn.v_proj.weight", {K, C}, qkv + std::size_t((Q + K) * C)});
-    out.push_back({p + "self_attn.o_proj.weight", {C, C},
+    out.push_back({p + "self_attn.o_proj.weight",
+                   {C, C},
                    at(llama_tensor::attprojw) + L * std::size_t(C * C)});
     out.push_back(
         {p + "post_attention_layernorm.weight", {C}, at(llama_tensor::ln2w) + L * std::size_t(C)});
     out.push_back({p + "mlp.gate_proj.weight", {F, C}, fc});
     out.push_back({p + "mlp.up_proj.weight", {F, C}, fc + std::size_t(F * C)});
-    out.push_back({p + "mlp.down_proj.weight", {C, F},
-                   at(llama_tensor::fcprojw) + L * std::size_t(C * F)});
+    out.push_back(
+        {p + "mlp.down_proj.weight", {C, F}, at(llama_tensor::fcprojw) + L * std::size_t(C * F)});
   }
   out.push_back({"model.norm.weight", {C}, at(llama_tensor::lnfw)});
   if (!cfg.tied_embeddings) out.push_back({"lm_head.weight", {V, C}, at(llama_tensor::lm_head)});
@@ -93,8 +94,9 @@ inline void check_hf_llama_exportable(const llama_config& cfg) {
                        ": Hugging Face's LlamaForCausalLM computes SwiGLU only, so this model "
                        "cannot be exported as one");
   if (cfg.qk_norm)
-    throw config_error("llama_config.qk_norm is on: Hugging Face's LlamaForCausalLM has no "
-                       "QK-norm, so this model cannot be exported as one");
+    throw config_error(
+        "llama_config.qk_norm is on: Hugging Face's LlamaForCausalLM has no "
+        "QK-norm, so this model cannot be exported as one");
 }
 
 /// config.json for LlamaForCausalLM of shape `cfg`. RoPE θ is written both as transformers 5's
@@ -291,12 +293,13 @@ void read_hf_llama_parameters(const std::filesystem::path& dir, const llama_conf
       bool tied = head.size() == wte_elems;  // wte is at offset 0
       for (std::size_t i = 0; tied && i < wte_elems; ++i) tied = float(params[i]) == head[i];
       if (!tied)
-        throw format_error(where + ": lm_head.weight differs from embed_tokens, but config.json "
-                                   "says tie_word_embeddings");
+        throw format_error(where +
+                           ": lm_head.weight differs from embed_tokens, but config.json "
+                           "says tie_word_embeddings");
       continue;
     }
-    throw format_error(where + ": unexpected tensor '" + n +
-                       "' for a LlamaForCausalLM of shape " + cfg.to_string());
+    throw format_error(where + ": unexpected tensor '" + n + "' for a LlamaForCausalLM of shape " +
+                       cfg.to_string());
   }
 }
 

@@ -1,5 +1,6 @@
-// trainkit/model/llama_config.hpp — the Llama-style family's shape, presets, parameter count, FLOPs,
-// parameter layout (with roles) and gradient buckets, shared by every implementation of the family.
+// trainkit/model/llama_config.hpp — the Llama-style family's shape, presets, parameter count,
+// FLOPs, parameter layout (with roles) and gradient buckets, shared by every implementation of the
+// family.
 //
 // The family is what Llama 3, nanochat and modded-nanogpt train: token embedding (no position
 // embedding), pre-norm blocks with RMSNorm, causal attention with rotary position embeddings
@@ -9,15 +10,15 @@
 // embedding (role `embedding`, as GPT-2's wte). An optional parameter-free QK-norm (RMSNorm of
 // each query and key head before RoPE; nanochat) is a switch.
 //
-// The layout follows GPT-2's (gpt2_config.hpp): per-layer tensors are stacked (L, ...), tensor-major,
-// so one layer's gradients are one range in each per-layer tensor. q, k and v are fused in one
-// projection "qkvw" (L, (H + 2·KV)·hs, C) whose rows are declared as parts {H·hs, KV·hs, KV·hs};
-// SwiGLU's gate and up projections are fused in "fcw" (L, 2F, C), parts {F, F}.
+// The layout follows GPT-2's (gpt2_config.hpp): per-layer tensors are stacked (L, ...),
+// tensor-major, so one layer's gradients are one range in each per-layer tensor. q, k and v are
+// fused in one projection "qkvw" (L, (H + 2·KV)·hs, C) whose rows are declared as parts {H·hs,
+// KV·hs, KV·hs}; SwiGLU's gate and up projections are fused in "fcw" (L, 2F, C), parts {F, F}.
 //
 // FLOPs per token adapt docs/architecture.md's 6·N + 12·L·C·T: the attention term is unchanged by
-// GQA (scores and the weighted sum run over all H query heads: 12·L·H·hs·T = 12·L·C·T), and N leaves
-// out the input embedding when the head is untied, for the reason GPT-2's N leaves out wpe: a
-// lookup is not a matrix product. A tied table is counted once (it is the head's matrix).
+// GQA (scores and the weighted sum run over all H query heads: 12·L·H·hs·T = 12·L·C·T), and N
+// leaves out the input embedding when the head is untied, for the reason GPT-2's N leaves out wpe:
+// a lookup is not a matrix product. A tied table is counted once (it is the head's matrix).
 #pragma once
 
 #include <array>
@@ -149,8 +150,8 @@ struct llama_config {
       fail("channels", "/ num_heads = head size " + std::to_string(head_size()) +
                            " must be even (RoPE rotates pairs)");
     if (num_kv_heads > num_heads || num_heads % num_kv_heads != 0)
-      fail("num_kv_heads", std::to_string(num_kv_heads) + " must divide num_heads " +
-                               std::to_string(num_heads));
+      fail("num_kv_heads",
+           std::to_string(num_kv_heads) + " must divide num_heads " + std::to_string(num_heads));
     if (!(rope_theta > 1.0f) || !(rope_theta < 1e30f))
       fail("rope_theta", "must be finite and > 1, got " + std::to_string(rope_theta));
     if (!(norm_eps > 0.0f) || !(norm_eps < 1.0f))
@@ -162,12 +163,12 @@ struct llama_config {
   /// Elements of every parameter tensor, padded vocabulary rows included.
   std::size_t num_parameters() const {
     const std::size_t C = std::size_t(channels), L = std::size_t(num_layers);
-    const std::size_t per_layer = C                                 // ln1w
-                                  + std::size_t(qkv_rows()) * C     // qkvw
-                                  + C * C                           // attprojw
-                                  + C                               // ln2w
-                                  + std::size_t(fc_rows()) * C      // fcw
-                                  + C * std::size_t(hidden_size);   // fcprojw
+    const std::size_t per_layer = C                                // ln1w
+                                  + std::size_t(qkv_rows()) * C    // qkvw
+                                  + C * C                          // attprojw
+                                  + C                              // ln2w
+                                  + std::size_t(fc_rows()) * C     // fcw
+                                  + C * std::size_t(hidden_size);  // fcprojw
     const std::size_t table = std::size_t(padded_vocab_size) * C;
     return table + L * per_layer + C + (tied_embeddings ? 0 : table);
   }

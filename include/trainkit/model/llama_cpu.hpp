@@ -258,12 +258,10 @@ class basic_llama_cpu {
     if (!tokens) throw config_error(std::string("llama_cpu: batch has no ") + what + " tokens");
     for (std::size_t i = 0; i < n; ++i)
       if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
-        throw config_error("llama_cpu: " + std::string(what) + " token " +
-                           std::to_string(tokens[i]) + " at (b=" +
-                           std::to_string(i / std::size_t(T)) +
-                           ", t=" + std::to_string(i % std::size_t(T)) +
-                           ") is outside [0, vocab_size=" + std::to_string(config_.vocab_size) +
-                           ")");
+        throw config_error(
+            "llama_cpu: " + std::string(what) + " token " + std::to_string(tokens[i]) + " at (b=" +
+            std::to_string(i / std::size_t(T)) + ", t=" + std::to_string(i % std::size_t(T)) +
+            ") is outside [0, vocab_size=" + std::to_string(config_.vocab_size) + ")");
   }
 
   void check_batch(const batch_view<host_memory>& batch) const {
@@ -395,8 +393,7 @@ class basic_llama_cpu {
     Scalar* dres = d.residual.data();
     std::fill(d.residual.begin(), d.residual.end(), Scalar(0));
     const Scalar* last = a.res3.data() + (config_.num_layers - 1) * NC;
-    k::rmsnorm_backward(dres, grad(lnfw), d.ln.data(), last, tensor(lnfw), a.lnf_rstd.data(), N,
-                        C);
+    k::rmsnorm_backward(dres, grad(lnfw), d.ln.data(), last, tensor(lnfw), a.lnf_rstd.data(), N, C);
     bucket_done(0, on_bucket);  // lnfw (+ lm_head)
     for (int l = config_.num_layers - 1; l >= 0; --l) {
       const Scalar* x = l == 0 ? a.encoded.data() : a.res3.data() + (l - 1) * NC;
@@ -422,9 +419,8 @@ class basic_llama_cpu {
       // RMSNorm commutes with the rotation (it preserves norms and dot products), so
       // R⁻¹·norm'(Rŷ)·d = norm'(ŷ)·R⁻¹d and the rotated output qkvr serves as ŷ.
       if (config_.qk_norm)
-        k::head_rmsnorm_backward(d.qkv.data(), qkvr,
-                                 a.qk_rstd.data() + std::size_t(l) * N * (H + KV), N, H + KV, hs,
-                                 D);
+        k::head_rmsnorm_backward(
+            d.qkv.data(), qkvr, a.qk_rstd.data() + std::size_t(l) * N * (H + KV), N, H + KV, hs, D);
       k::rope_rotate(d.qkv.data(), rope_, N, T, H + KV, hs, D, /*inverse=*/true);
       k::matmul_backward<Scalar>(d.ln.data(), grad(qkvw) + lc * D, nullptr, d.qkv.data(),
                                  a.ln1.data() + l * NC, tensor(qkvw) + lc * D, N, C, D);

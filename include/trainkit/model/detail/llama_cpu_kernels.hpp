@@ -1,7 +1,7 @@
 // trainkit/model/detail/llama_cpu_kernels.hpp — forward and backward of the layers the Llama family
-// adds to GPT-2's on the CPU: RMSNorm (with and without a gain), rotary position embeddings in Hugging
-// Face's rotate-half layout, SwiGLU and ReLU², grouped-query causal attention, and the embedding
-// lookup without positions. Linear layers and the softmax cross-entropy are GPT-2's
+// adds to GPT-2's on the CPU: RMSNorm (with and without a gain), rotary position embeddings in
+// Hugging Face's rotate-half layout, SwiGLU and ReLU², grouped-query causal attention, and the
+// embedding lookup without positions. Linear layers and the softmax cross-entropy are GPT-2's
 // (gpt2_cpu_kernels.hpp); so are the conventions: flat row-major buffers, every parallel loop
 // writing disjoint outputs, every sum in an order fixed by the shapes (bit-identical run to run),
 // backward functions that *assign* activation gradients (except the residual stream, which they add
@@ -253,7 +253,7 @@ void gqa_attention_forward(S* out, S* att, const S* qkv, const gqa_shape& g) {
   for (index bh = 0; bh < index(g.B) * g.H; ++bh) {
     const index b = bh / g.H, h = bh % g.H, kvh = h / g.group();
     const S* base = qkv + b * T * row;
-    const S* q = base + h * hs;                  // (T, hs), rows `row` apart
+    const S* q = base + h * hs;                   // (T, hs), rows `row` apart
     const S* k = base + g.k_offset() + kvh * hs;  // likewise
     const S* v = base + g.v_offset() + kvh * hs;
     S* pp = att + bh * T * T;
@@ -313,7 +313,7 @@ void gqa_attention_backward(S* dqkv, S* scratch, const S* dout, const S* qkv, co
       gemm_block(dq, row, operand<S>{dsp, T, false}, operand<S>{k, row, false}, T, hs, T,
                  false);  // dq = dS · k
       gemm_block(dk, row, operand<S>{dsp, T, true}, operand<S>{q, row, false}, T, hs, T,
-                 add);                                                         // dk (+)= dSᵀ · q
+                 add);                                                  // dk (+)= dSᵀ · q
       gemm_block(dv, row, operand<S>{pp, T, true}, dy, T, hs, T, add);  // dv (+)= Pᵀ · dy
     }
   }
