@@ -307,3 +307,58 @@ TEST(MuonCpu, ResumeFromStateIsBitIdentical) {
   EXPECT_EQ(straight.params, resumed.params);
   EXPECT_EQ(b.steps_taken(), 4u);
 }
+
+TEST(MuonShards, ContiguousBalancedAndTiling) {
+  const layout_model m = small_model(8);
+  to::muon_cpu opt(m, {});
+  for (int world : {1, 2, 3, 8, 12}) {
+    const auto shards = to::muon_shards(opt.matrices(), world, 5);
+    ASSERT_EQ(shards.size(), std::size_t(world));
+    std::size_t next = 0;
+    for (const auto& r : shards) {
+      EXPECT_EQ(r.first, next) << world;
+      EXPECT_LE(r.first, r.last);
+      next = r.last;
+    }
+    EXPECT_EQ(next, opt.matrices().size()) << world;
+  }
+  // Two ranks: q, k, v of both layers (6 of 8 · 8 · 8) weigh about what the two 12 × 8 fc do
+  // not, so the cut falls after the qkv matrices' cost passes half the total.
+  const auto two = to::muon_shards(opt.matrices(), 2, 5);
+  double cost[2] = {0, 0};
+  for (int r = 0; r < 2; ++r)
+    for (std::size_t i = two[std::size_t(r)].first; i < two[std::size_t(r)].last; ++i)
+      cost[r] += to::detail::newton_schulz_flops(opt.matrices()[i].rows, opt.matrices()[i].cols, 5);
+  EXPECT_LT(std::abs(cost[0] - cost[1]), 0.35 * (cost[0] + cost[1]));
+  EXPECT_THROW(to::muon_shards(opt.matrices(), 0, 5), tk::config_error);
+}
+
+TEST(MuonCpu, OwnedSharesTogetherAreTheWholeUpdate) {
+  // Two instances owning complementary matrices, their matrices put together, give the one
+  // instance's parameters bit for bit; each keeps only its own matrices' momentum.
+  layout_model whole = small_model(9), part0 = small_model(9), part1 = small_model(9);
+  to::muon_cpu all(whole, {});
+  const auto shards = to::muon_shards(all.matrices(), 2, 5);
+  to::muon_cpu a(part0, {}, shards[0]), b(part1, {}, shards[1]);
+  EXPECT_EQ(a.momentum_range().offset, 0u);
+  EXPECT_EQ(a.momentum_range().count, b.momentum_range().offset);
+  EXPECT_EQ(a.momentum_range().count + b.momentum_range().count, all.momentum_elements());
+  for (int s = 0; s < 3; ++s) {
+    run_steps(whole, all, 1, 90 + unsigned(s));
+    run_steps(part0, a, 1, 90 + unsigned(s));
+    run_steps(part1, b, 1, 90 + unsigned(s));
+    // The "gather": each matrix from its owner, into both.
+    for (int r = 0; r < 2; ++r) {
+      const layout_model& from = r == 0 ? part0 : part1;
+      for (std::size_t i = shards[std::size_t(r)].first; i < shards[std::size_t(r)].last; ++i) {
+        const to::muon_matrix& m = all.matrices()[i];
+        for (layout_model* into : {&part0, &part1})
+          std::copy_n(from.params.begin() + std::ptrdiff_t(m.offset), m.numel(),
+                      into->params.begin() + std::ptrdiff_t(m.offset));
+      }
+    }
+    ASSERT_EQ(part0.params, whole.params) << "step " << s;
+    ASSERT_EQ(part1.params, whole.params) << "step " << s;
+  }
+  EXPECT_THROW(to::muon_cpu(whole, {}, to::muon_matrix_range{3, 9}), tk::config_error);
+}

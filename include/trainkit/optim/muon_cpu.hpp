@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,6 +105,46 @@ inline std::vector<muon_matrix> muon_matrices(std::span<const tensor_info> layou
   return out;
 }
 
+/// Elements [offset, offset + count) of the packed momentum of every matrix.
+struct muon_state_range {
+  std::size_t offset = 0, count = 0;
+};
+
+/// Matrices [first, last) of a muon_matrices list: the ones an optimizer instance updates.
+struct muon_matrix_range {
+  std::size_t first = 0, last = 0;
+
+  friend bool operator==(const muon_matrix_range&, const muon_matrix_range&) = default;
+};
+
+/// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
+/// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
+/// cost first reaches r/world_size of the total. Every rank computes the same cut from the same
+/// layout; a rank may get none when there are fewer matrices than ranks.
+inline std::vector<muon_matrix_range> muon_shards(std::span<const muon_matrix> matrices,
+                                                  int world_size, int ns_steps) {
+  if (world_size <= 0) throw config_error("muon_shards: world size " + std::to_string(world_size));
+  std::vector<double> cost_before(matrices.size() + 1, 0.0);  // cost of matrices [0, i)
+  for (std::size_t i = 0; i < matrices.size(); ++i)
+    cost_before[i + 1] =
+        cost_before[i] + detail::newton_schulz_flops(matrices[i].rows, matrices[i].cols, ns_steps);
+  const double total = cost_before.back();
+  std::vector<muon_matrix_range> out;
+  std::size_t first = 0;
+  for (int r = 0; r < world_size; ++r) {
+    std::size_t last = matrices.size();
+    if (r + 1 < world_size) {
+      const double goal = total * double(r + 1) / double(world_size);
+      last = first;  // the first cut at or past the goal, nearer side: as even as whole matrices
+      while (last < matrices.size() && cost_before[last + 1] <= goal) ++last;
+      if (last < matrices.size() && goal - cost_before[last] > cost_before[last + 1] - goal) ++last;
+    }
+    out.push_back({first, last});
+    first = last;
+  }
+  return out;
+}
+
 /// Muon for the matrices and AdamW for the rest, over a host-memory model of `Scalar`s.
 template <class Scalar>
 class basic_muon_cpu {
@@ -135,6 +176,14 @@ class basic_muon_cpu {
   template <model::parameter_holder M>
   requires std::same_as<typename M::memory_space, host_memory> basic_muon_cpu(const M& model,
                                                                               muon_config config)
+      : basic_muon_cpu(model, config, std::nullopt) {}
+
+  /// Updates (and keeps momentum for) only matrices [owned.first, owned.last) of `matrices()`,
+  /// leaving the others' parameters as they are, and AdamW's half whole: the part of one rank of
+  /// a sharded Muon (optim/sharded_muon_cpu.hpp), which gathers the others' matrices itself.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_muon_cpu(
+      const M& model, muon_config config, std::optional<muon_matrix_range> owned)
       : config_((config.validate(), config)),
         n_(std::size_t(model.num_parameters())),
         matrices_(muon_matrices(model.parameter_layout(), config_.muon_roles, "muon_cpu")),
@@ -143,14 +192,22 @@ class basic_muon_cpu {
         packed_params_(packed_size(adamw_runs_)),
         packed_grads_(packed_params_.size()),
         adamw_(packed_view{packed_params_, packed_grads_, adamw_layout_}, config_.adamw) {
-    std::size_t state = 0;
     for (const muon_matrix& m : matrices_) {
       if (m.offset + m.numel() > n_)
         throw config_error("muon_cpu: a matrix at offset " + std::to_string(m.offset) +
                            " leaves the model's " + std::to_string(n_) + " parameters");
-      state += m.numel();
+      total_state_ += m.numel();
     }
-    momentum_.assign(state, Scalar(0));
+    owned_ = owned.value_or(muon_matrix_range{0, matrices_.size()});
+    if (owned_.first > owned_.last || owned_.last > matrices_.size())
+      throw config_error("muon_cpu: matrices [" + std::to_string(owned_.first) + ", " +
+                         std::to_string(owned_.last) + ") are not among the model's " +
+                         std::to_string(matrices_.size()));
+    state_begin_ =
+        owned_.first < matrices_.size() ? matrices_[owned_.first].state_offset : total_state_;
+    const std::size_t state_end =
+        owned_.last < matrices_.size() ? matrices_[owned_.last].state_offset : total_state_;
+    momentum_.assign(state_end - state_begin_, Scalar(0));
   }
 
   /// The threshold the trainer's clipping step uses: AdamW's (adamw_config::grad_clip).
@@ -170,7 +227,7 @@ class basic_muon_cpu {
     update_adamw(params, grads, lr, clip, ctx);
     const Scalar rate =
         static_cast<Scalar>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
-    update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor), 0, matrices_.size());
+    update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor));
   }
 
   /// Updates applied so far.
@@ -190,8 +247,16 @@ class basic_muon_cpu {
   }
 
   const muon_config& config() const noexcept { return config_; }
-  /// The matrices Muon updates, in layout order.
+  /// Every matrix of the model Muon treats, in layout order (this instance updates `owned()`).
   std::span<const muon_matrix> matrices() const noexcept { return matrices_; }
+  /// The matrices this instance updates and keeps momentum for (all, unless constructed for one
+  /// rank's share).
+  muon_matrix_range owned() const noexcept { return owned_; }
+  /// Where this instance's momentum lies in the packed buffer of every matrix's momentum
+  /// (`offset` + `count` of `momentum_elements()`).
+  muon_state_range momentum_range() const noexcept { return {state_begin_, momentum_.size()}; }
+  /// Elements of every matrix's momentum together (the packed buffer's length).
+  std::size_t momentum_elements() const noexcept { return total_state_; }
   /// Elements AdamW updates (every element not in a matrix, padding included).
   std::size_t adamw_elements() const noexcept { return packed_params_.size(); }
   /// Bytes of optimizer state: the momentum and AdamW's two moments.
@@ -199,10 +264,11 @@ class basic_muon_cpu {
     return momentum_.size() * sizeof(Scalar) + adamw_.state_bytes();
   }
 
- protected:
-  // Muon over matrices [first, last) of `matrices_`, in parallel over matrices.
+ private:
+  // Muon over the owned matrices, in parallel over matrices.
   void update_matrices(std::span<Scalar> params, std::span<const Scalar> grads, Scalar rate,
-                       Scalar grad_scale, std::size_t first, std::size_t last) {
+                       Scalar grad_scale) {
+    const std::size_t first = owned_.first, last = owned_.last;
     int threads = 1;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
@@ -222,7 +288,7 @@ class basic_muon_cpu {
       const muon_matrix& m = matrices_[std::size_t(i)];
       const std::size_t n = m.numel();
       ws.update.resize(n);
-      Scalar* buf = momentum_.data() + m.state_offset;
+      Scalar* buf = momentum_.data() + (m.state_offset - state_begin_);
       const Scalar* g = grads.data() + m.offset;
       Scalar* u = ws.update.data();
       for (std::size_t k = 0; k < n; ++k) {
@@ -238,12 +304,6 @@ class basic_muon_cpu {
     }
   }
 
-  muon_config config_;
-  std::size_t n_ = 0;
-  std::vector<muon_matrix> matrices_;
-  std::vector<Scalar> momentum_;  // (matrix elements,) packed in layout order
-
- private:
   void update_adamw(std::span<Scalar> params, std::span<const Scalar> grads, float lr,
                     const clip_scale<host_memory>& clip, host_context& ctx) {
     std::size_t at = 0;
@@ -311,6 +371,13 @@ class basic_muon_cpu {
     detail::newton_schulz_workspace<Scalar> ns;
   };
 
+  muon_config config_;
+  std::size_t n_ = 0;
+  std::vector<muon_matrix> matrices_;
+  std::size_t total_state_ = 0;  // elements of every matrix
+  muon_matrix_range owned_{};
+  std::size_t state_begin_ = 0;   // where the owned matrices start in the packed momentum
+  std::vector<Scalar> momentum_;  // (owned matrix elements,) packed in layout order
   std::vector<run> adamw_runs_;
   std::vector<tensor_info> adamw_layout_;
   std::vector<Scalar> packed_params_, packed_grads_;  // (adamw elements,)
