@@ -20,16 +20,9 @@
 #include <vector>
 
 #include "trainkit/core/linalg/gemm_cpu.hpp"
+#include "trainkit/optim/detail/ns_coefficients.hpp"
 
 namespace trainkit::optim::detail {
-
-/// The quintic's coefficients: X ← a·X + b·A·X + c·A²·X.
-struct ns_coefficients {
-  float a, b, c;
-};
-
-/// Keller Jordan's coefficients (the published Muon's).
-inline constexpr ns_coefficients muon_quintic{3.4445f, -4.7750f, 2.0315f};
 
 /// The buffers one orthogonalisation needs; reused across matrices (grows to the largest).
 template <class S>
@@ -37,12 +30,6 @@ struct newton_schulz_workspace {
   std::vector<S> x, x_next;   // (min, max)
   std::vector<S> gram, poly;  // (min, min)
 };
-
-/// FLOPs of `steps` iterations on a rows × cols matrix (for load balancing and benchmarks).
-inline double newton_schulz_flops(std::ptrdiff_t rows, std::ptrdiff_t cols, int steps) noexcept {
-  const double s = double(std::min(rows, cols)), l = double(std::max(rows, cols));
-  return double(steps) * (4.0 * s * s * l + 2.0 * s * s * s);
-}
 
 /// out (rows, cols) = the Newton–Schulz orthogonalisation of g (rows, cols), both row-major and
 /// dense; `out` may alias `g`. `steps` iterations with coefficients `k`.
