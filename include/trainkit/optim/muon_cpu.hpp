@@ -29,7 +29,9 @@
 // result depends neither on the thread count nor on the order matrices are taken in. State:
 // "optim.muon.momentum" (every matrix's buffer, packed in layout order), AdamW's moments as
 // "optim.adamw.m"/"optim.adamw.v" over the packed other elements, and "optim.step"; the names
-// differ from adamw_cpu's so that neither optimizer resumes from the other's checkpoint.
+// differ from adamw_cpu's so that neither optimizer resumes from the other's checkpoint. One rank
+// of optim/sharded_muon_cpu.hpp is this class constructed for a contiguous range of the matrices
+// (muon_shards): it keeps and updates only those.
 #pragma once
 
 #include <algorithm>
