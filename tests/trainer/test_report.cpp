@@ -116,7 +116,9 @@ TEST(Report, ComputeBoundEvidenceSaysHowFarFromPeak) {
   const auto unknown = tk::summarize(s);
   EXPECT_TRUE(std::isnan(unknown.mfu));
   EXPECT_NE(unknown.evidence.find("MFU unknown"), std::string::npos) << unknown.evidence;
-  EXPECT_NE(tk::format_summary(unknown).find("--peak-tflops"), std::string::npos);
+  // The library names the config field; the program maps it to its flag.
+  EXPECT_NE(tk::format_summary(unknown).find("summary_context.peak_tflops"), std::string::npos);
+  EXPECT_EQ(tk::format_summary(unknown).find("--"), std::string::npos);
 }
 
 TEST(Report, CalibratedMfuIsReportedBesideTheTablePeak) {
@@ -151,4 +153,20 @@ TEST(Report, HostBoundEvidenceNamesLaunchGaps) {
   const auto r = tk::summarize(s);
   EXPECT_EQ(r.verdict, tk::bottleneck::host);
   EXPECT_NE(r.evidence.find("launch gaps"), std::string::npos) << r.evidence;
+}
+
+TEST(Report, CheckpointAndEvalEvidenceNameConfigFieldsNotFlags) {
+  std::vector<tk::step_metrics> s;
+  for (int i = 1; i <= 10; ++i) s.push_back(step(i, 100, 0, 50));
+  const auto ckpt = tk::summarize(s);
+  EXPECT_EQ(ckpt.verdict, tk::bottleneck::checkpoint);
+  EXPECT_NE(ckpt.evidence.find("checkpoint::asio_checkpointer"), std::string::npos)
+      << ckpt.evidence;
+  EXPECT_NE(ckpt.evidence.find("trainer_config.ckpt_every"), std::string::npos) << ckpt.evidence;
+  for (auto& m : s) m.ckpt_stall_ms = 0, m.eval_ms = 100, m.dt_ms = 200;
+  const auto eval = tk::summarize(s);
+  EXPECT_EQ(eval.verdict, tk::bottleneck::eval);
+  EXPECT_NE(eval.evidence.find("trainer_config.eval_every"), std::string::npos) << eval.evidence;
+  EXPECT_EQ(tk::format_summary(ckpt).find("--"), std::string::npos);
+  EXPECT_EQ(tk::format_summary(eval).find("--"), std::string::npos);
 }

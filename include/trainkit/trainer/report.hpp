@@ -4,8 +4,10 @@
 // the share of each blocking phase and a one-line verdict with its evidence. The first step is
 // reported separately (warm-up) and left out of the steady-state figures, so allocation and
 // first-touch costs cannot blur them the way compile warm-up blurred the seed run's first steps.
-// MFU is stated against the device's dense peak (core/device_info.hpp, or --peak-tflops) and,
-// when --calibrate measured one, against the GEMM rate this machine actually reaches.
+// MFU is stated against the device's dense peak (core/device_info.hpp, or one the caller gives)
+// and, when calibration measured one, against the GEMM rate this machine actually reaches. The
+// text names config fields and policies, never a program's flags; report/run_analysis.hpp
+// explains runs read from other programs' logs in the same words.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +55,10 @@ struct verdict_thresholds {
   double other_share = 0.25;  // unaccounted time (launch gaps, host work) → host-bound
   double eval_share = 0.25;
   double warmup_share = 0.5;  // first step's excess over the median, as a share of all time
+  // For runs read from another program's log (report/run_analysis.hpp), which has no phases:
+  double warmup_ratio = 1.25;  // leading steps slower than this × the median are warm-up
+  double spike_ratio = 1.5;    // a step slower than this × the median is a spike
+  double compute_mfu = 0.30;   // MFU at the median step from which a log's run is compute-bound
 };
 
 struct phase_share {
@@ -72,7 +78,7 @@ struct run_summary {
   double tflops = 0;             // steady-state mean achieved TFLOP/s
   double mfu = 0;                // NaN when the device's peak is unknown
   double peak_tflops = 0;        // the peak MFU is taken against (0 = unknown)
-  double mfu_calibrated = NAN;   // against the measured GEMM rate (--calibrate), NaN if none
+  double mfu_calibrated = NAN;   // against the measured GEMM rate (calibration), NaN if none
   double calibrated_tflops = 0;  // that measured rate (0 = not measured)
   std::string peak_label;        // e.g. "dense bf16 peak"; names what peak_tflops is
   std::array<phase_share, phase_table.size()> phases{};  // in phase_table order
@@ -105,8 +111,8 @@ inline std::string mfu_sentence(const run_summary& r);
 /// Zero fields are recovered from the steps where possible (peak = TFLOP/s ÷ MFU), so a report
 /// read back from a metrics file says the same as the one printed at the end of the run.
 struct summary_context {
-  double peak_tflops = 0;        // the table or --peak-tflops figure; 0 = derive from the steps
-  double calibrated_tflops = 0;  // --calibrate's measured GEMM rate; 0 = derive / none
+  double peak_tflops = 0;        // the table's or the caller's figure; 0 = derive from the steps
+  double calibrated_tflops = 0;  // calibration's measured GEMM rate; 0 = derive / none
   std::string dtype;             // "bf16", "f32"; empty = unknown
 };
 
@@ -180,13 +186,14 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
   } else if (share(phase::ckpt_stall) > th.checkpoint_share) {
     r.verdict = bottleneck::checkpoint;
     r.evidence = format(
-        "checkpoint saves stalled the loop %.1f%% of the time; use --ckpt-mode "
-        "async or a longer --ckpt-every",
+        "checkpoint saves stalled the loop %.1f%% of the time; save asynchronously "
+        "(checkpoint::asio_checkpointer) or less often (trainer_config.ckpt_every)",
         100 * share(phase::ckpt_stall));
   } else if (share(phase::eval) > th.eval_share) {
     r.verdict = bottleneck::eval;
-    r.evidence =
-        format("evaluation took %.1f%% of the time; raise --eval-every", 100 * share(phase::eval));
+    r.evidence = format(
+        "evaluation took %.1f%% of the time; evaluate less often (trainer_config.eval_every)",
+        100 * share(phase::eval));
   } else if (share(phase::other) > th.other_share) {
     r.verdict = bottleneck::host;
     r.evidence = format(
@@ -205,23 +212,24 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
 }
 
 /// "MFU x% of the device's dense bf16 peak y TFLOP/s (z% of the measured w TFLOP/s)": how far
-/// from the ceiling a run is, against the datasheet and, with --calibrate, against what a plain
+/// from the ceiling a run is, against the datasheet and, when calibrated, against what a plain
 /// GEMM actually reaches on this machine.
 inline std::string mfu_sentence(const run_summary& r) {
   using detail::format;
-  std::string s =
-      r.peak_tflops > 0 && std::isfinite(r.mfu)
-          ? format("MFU %.1f%% of the device's %s %.4g TFLOP/s", 100 * r.mfu, r.peak_label.c_str(),
-                   r.peak_tflops)
-          : std::string("MFU unknown (device not in the peak table; pass --peak-tflops)");
+  std::string s = r.peak_tflops > 0 && std::isfinite(r.mfu)
+                      ? format("MFU %.1f%% of the device's %s %.4g TFLOP/s", 100 * r.mfu,
+                               r.peak_label.c_str(), r.peak_tflops)
+                      : std::string(
+                            "MFU unknown (device not in the peak table; give its peak: "
+                            "summary_context.peak_tflops)");
   if (r.calibrated_tflops > 0 && std::isfinite(r.mfu_calibrated))
     s += format(" (%.1f%% of the measured GEMM rate %.4g TFLOP/s)", 100 * r.mfu_calibrated,
                 r.calibrated_tflops);
   return s;
 }
 
-/// The human-readable report printed at the end of a run.
-inline std::string format_summary(const run_summary& r) {
+/// The report's lines before the verdict: steps, warm-up, throughput and MFU, time shares.
+inline std::string format_summary_body(const run_summary& r) {
   using detail::format;
   std::string s;
   s += format("steps %zu | median %.1f ms | p95 %.1f ms\n", r.steps, r.median_step_ms,
@@ -236,8 +244,13 @@ inline std::string format_summary(const run_summary& r) {
   for (const auto& p : r.phases)
     if (p.ms > 0) s += format(" %s %.1f%%", p.name, 100 * p.share);
   s += '\n';
-  s += format("verdict: %s — %s\n", bottleneck_name(r.verdict), r.evidence.c_str());
   return s;
+}
+
+/// The human-readable report printed at the end of a run.
+inline std::string format_summary(const run_summary& r) {
+  return format_summary_body(r) +
+         detail::format("verdict: %s — %s\n", bottleneck_name(r.verdict), r.evidence.c_str());
 }
 
 }  // namespace trainkit

@@ -1,0 +1,168 @@
+// trainkit/report/llmc_log.hpp — reads the console log of llm.c's train_gpt2.cu into a run_log.
+//
+// The lines, as karpathy/llm.c train_gpt2.cu (commit f1e2ace) prints them:
+//   line 1872  printf0("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms
+//                       | %.1f%% bf16 MFU | %.0f tok/s\n", ...)
+//              (before commit 569f9f1: "step %4d/%d | train loss %7.6f | norm %6.4f | lr %.2e |
+//              %.2f ms | %.1f%% bf16 MFU | %.0f tok/s"; both are read)
+//   line 1728  printf0("val loss %f\n", val_loss);
+//   line 1318  printf0("Writing checkpoint at step %d\n", step);
+//   lines 1524-1639  the "| key | value |" table: device, peak TFlops, sequence length T, total
+//              batch size, max_sequence_length T, num_layers L, num_heads NH, channels C,
+//              num_parameters, num_processes.
+// What the numbers mean: the printed step is the count of steps done; its ms are CUDA-event
+// times of the training section alone (cudaEventRecord, lines 1827-1854), so the evaluation and
+// checkpoint save printed before the next step line are in no step's time; the MFU
+// (gpt2_estimate_mfu, line 1126) counts 6·N + 6·L·C·T FLOPs per token with N every parameter
+// (position embedding included, attention halved for causality) against llmc/mfu.h's peak for the
+// device name, and prints -100.0% for a device that table lacks. tok/s is an exponential moving
+// average.
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainkit/report/detail/log_scan.hpp"
+#include "trainkit/report/run_log.hpp"
+
+namespace trainkit::report {
+
+/// True when `line` is an llm.c step line (sniffing).
+inline bool is_llmc_step_line(std::string_view line) {
+  detail::scanner sc{line};
+  return sc.lit("step ") && sc.whole() && sc.lit("/") && sc.whole() && sc.lit("|") &&
+         line.find(" ms") != std::string_view::npos;
+}
+
+namespace detail {
+
+/// Fields of one llm.c step line after "step N/M", split on '|'.
+struct llmc_fields {
+  std::optional<double> loss, norm, lr, ms, mfu, tok_per_s;
+};
+
+inline llmc_fields parse_llmc_fields(std::string_view rest) {
+  llmc_fields f;
+  while (!rest.empty()) {
+    const auto bar = rest.find('|');
+    const std::string_view field = trim(rest.substr(0, bar));
+    rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+    scanner sc{field};
+    if (sc.lit("train loss ") || sc.lit("loss ")) {
+      f.loss = sc.number();
+    } else if (sc = {field}; sc.lit("norm ")) {
+      f.norm = sc.number();
+    } else if (sc = {field}; sc.lit("lr ")) {
+      f.lr = sc.number();
+    } else if (field.ends_with(" ms")) {
+      f.ms = to_number(trim(field.substr(0, field.size() - 3)));
+    } else if (field.ends_with("MFU")) {
+      sc = {field};
+      if (auto v = sc.number(); v && sc.lit("%")) f.mfu = v;
+    } else if (field.ends_with("tok/s")) {
+      f.tok_per_s = to_number(trim(field.substr(0, field.size() - 5)));
+    }
+  }
+  return f;
+}
+
+}  // namespace detail
+
+/// llm.c's log as a run_log; lines of no rule are counted in `skipped`.
+inline run_log parse_llmc_log(std::span<const std::string> lines, const std::string& source) {
+  run_log run;
+  run.format = log_format::llmc;
+  run.source = source;
+  run.lines = lines.size();
+  for (std::size_t n = 0; n < lines.size(); ++n) {
+    const std::string_view line = detail::trim(lines[n]);
+    if (line.empty()) continue;
+    detail::scanner sc{line};
+    if (sc.lit("step ")) {
+      const auto step = sc.whole();
+      if (step && sc.lit("/") && sc.whole() && sc.lit("|")) {
+        const auto f = detail::parse_llmc_fields(sc.rest());
+        if (f.ms && std::isfinite(*f.ms) && *f.ms >= 0) {
+          logged_step s;
+          s.line = n + 1;
+          s.m.step = *step;
+          s.m.dt_ms = *f.ms;
+          s.m.loss = f.loss.value_or(NAN);
+          s.m.grad_norm = f.norm.value_or(0);
+          s.m.lr = f.lr.value_or(0);
+          s.log_mfu = f.mfu && *f.mfu >= 0 ? *f.mfu / 100 : NAN;  // -100.0%: device unknown
+          s.log_tok_per_s = f.tok_per_s.value_or(NAN);
+          detail::push_step(run, s);
+          continue;
+        }
+      }
+      ++run.skipped;
+      continue;
+    }
+    sc = {line};
+    if (sc.lit("val loss ")) {
+      if (const auto v = sc.number()) {
+        log_event e;
+        e.kind = log_event::kind_t::eval;
+        e.step = run.steps.empty() ? 0 : run.steps.back().m.step;  // after that many steps
+        e.line = n + 1;
+        e.val_loss = *v;
+        run.events.push_back(e);  // timed in no step: the step timer covers training alone
+        if (!run.steps.empty()) run.steps.back().m.val_loss = *v;
+        continue;
+      }
+    }
+    sc = {line};
+    if (sc.lit("Writing checkpoint at step ")) {
+      if (const auto step = sc.whole()) {
+        log_event e;
+        e.kind = log_event::kind_t::checkpoint;
+        e.step = *step;
+        e.line = n + 1;
+        run.events.push_back(e);
+        continue;
+      }
+    }
+    // The configuration table: "| num_layers L          | 48          |".
+    sc = {line};
+    if (sc.lit("|")) {
+      const std::string_view key = sc.until('|');
+      if (sc.lit("|")) {
+        const std::string_view value = sc.until('|');
+        const auto num = detail::to_number(value);
+        const auto as_int = [&](int& field) {
+          if (num && *num > 0 && *num < 1 << 30) field = int(*num);
+        };
+        if (key == "device") {
+          run.facts.device = std::string(value);
+        } else if (key == "peak TFlops") {
+          if (num && *num > 0) run.facts.peak_tflops = *num;
+        } else if (key == "sequence length T") {
+          as_int(run.facts.seq);
+        } else if (key == "max_sequence_length T") {
+          as_int(run.facts.max_seq);
+        } else if (key == "num_layers L") {
+          as_int(run.facts.layers);
+        } else if (key == "num_heads NH") {
+          as_int(run.facts.heads);
+        } else if (key == "channels C") {
+          as_int(run.facts.width);
+        } else if (key == "num_processes") {
+          as_int(run.facts.devices);
+        } else if (key == "num_parameters" || key == "total batch size") {
+          if (num && *num > 0 && *num < 1e18)
+            (key == "num_parameters" ? run.facts.parameters : run.facts.tokens_per_step) =
+                std::uint64_t(*num);
+        }
+        continue;  // other rows of the table are known and not needed
+      }
+    }
+    ++run.skipped;
+  }
+  return run;
+}
+
+}  // namespace trainkit::report

@@ -1,0 +1,151 @@
+// trainkit/report/read_run_log.hpp — reads any supported training log, sniffing its format.
+//
+// `read_run_log(path, format)` reads trainkit's metrics JSONL (metrics_reader.hpp) or the console
+// log of nanoGPT, llm.c or torchtitan (nanogpt_log.hpp, llmc_log.hpp, torchtitan_log.hpp) into
+// one run_log. With no format given it sniffs: the format whose step line matches most lines
+// wins, and a file in which no line matches any is an error naming the file, never a guess. A
+// log with no step line at all is an error too; other unparseable lines are counted and skipped.
+//
+// trainkit's own files go through metrics_reader.hpp, so this header needs nlohmann_json like it.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/report/detail/log_scan.hpp"
+#include "trainkit/report/llmc_log.hpp"
+#include "trainkit/report/metrics_reader.hpp"
+#include "trainkit/report/nanogpt_log.hpp"
+#include "trainkit/report/run_log.hpp"
+#include "trainkit/report/torchtitan_log.hpp"
+
+namespace trainkit::report {
+
+namespace detail {
+
+inline bool is_trainkit_metrics_line(std::string_view line) {
+  line = trim(line);
+  return line.starts_with('{') && line.find("\"dt_ms\"") != std::string_view::npos;
+}
+
+/// The example step line of each format, for messages.
+inline const char* step_line_shape(log_format f) noexcept {
+  switch (f) {
+    case log_format::trainkit:
+      return "{\"step\":N,...,\"dt_ms\":X,...}";
+    case log_format::nanogpt:
+      return "iter N: loss X, time Yms, mfu Z%";
+    case log_format::llmc:
+      return "step N/M | loss X | ... | Y ms | Z% bf16 MFU | W tok/s";
+    case log_format::torchtitan:
+      return "[titan] DATE TIME - root - INFO - step: N  loss: X  ...  tps: Y  tflops: Z  mfu: W%";
+  }
+  return "";
+}
+
+}  // namespace detail
+
+/// The format most lines of `lines` are step lines of, or nullopt when no line is one of any.
+inline std::optional<log_format> sniff_log_format(std::span<const std::string> lines) {
+  constexpr std::size_t looked_at = 5000;  // enough for any preamble (llm.c's table, configs)
+  std::array<std::size_t, 4> hits{};
+  std::size_t n = 0;
+  for (const auto& line : lines) {
+    if (++n > looked_at) break;
+    if (detail::is_trainkit_metrics_line(line)) ++hits[0];
+    if (is_nanogpt_step_line(line)) ++hits[1];
+    if (is_llmc_step_line(line)) ++hits[2];
+    if (is_torchtitan_step_line(line)) ++hits[3];
+  }
+  constexpr std::array<log_format, 4> order{log_format::trainkit, log_format::nanogpt,
+                                            log_format::llmc, log_format::torchtitan};
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < hits.size(); ++i)
+    if (hits[i] > hits[best]) best = i;
+  if (hits[best] == 0) return std::nullopt;
+  return order[best];
+}
+
+/// trainkit's metrics lines as a run_log: evaluations are the lines with a validation loss,
+/// timed in their own step (eval_ms); checkpoint stalls stay phases (ckpt_stall_ms).
+inline run_log parse_trainkit_metrics(std::istream& in, const std::string& source) {
+  const metrics_file file = parse_metrics_jsonl(in, source);
+  run_log run;
+  run.format = log_format::trainkit;
+  run.source = source;
+  run.warnings = file.warnings;
+  for (const auto& m : file.steps) {
+    logged_step s;
+    s.m = m;
+    s.log_mfu = m.mfu;
+    s.log_tflops = m.tflops;
+    s.log_tok_per_s = m.tok_per_s;
+    run.steps.push_back(s);
+    if (std::isfinite(m.val_loss)) {
+      log_event e;
+      e.kind = log_event::kind_t::eval;
+      e.step = m.step;
+      e.timed_in = run.steps.size() - 1;
+      e.ms = m.eval_ms;
+      e.val_loss = m.val_loss;
+      run.events.push_back(e);
+    }
+  }
+  run.lines = file.steps.size();
+  return run;
+}
+
+/// Parses a log read from `in`; `format` nullopt sniffs it. `source` names the file in messages.
+inline run_log parse_run_log(std::istream& in, const std::string& source,
+                             std::optional<log_format> format = std::nullopt) {
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  if (!format) format = sniff_log_format(lines);
+  if (!format)
+    throw format_error(source + ": not a training log trainkit can read: none of its " +
+                       std::to_string(lines.size()) +
+                       " lines is a step line of nanoGPT (\"iter N: loss X, time Yms, mfu Z%\"), "
+                       "llm.c (\"step N/M | ... | Y ms | ...\"), torchtitan (\"step: N  loss: X "
+                       " ... tps: Y ...\") or a trainkit metrics file");
+  run_log run;
+  switch (*format) {
+    case log_format::trainkit: {
+      std::string text;
+      for (const auto& l : lines) text += l + '\n';
+      std::istringstream again(text);
+      run = parse_trainkit_metrics(again, source);
+      break;
+    }
+    case log_format::nanogpt:
+      run = parse_nanogpt_log(lines, source);
+      break;
+    case log_format::llmc:
+      run = parse_llmc_log(lines, source);
+      break;
+    case log_format::torchtitan:
+      run = parse_torchtitan_log(lines, source);
+      break;
+  }
+  if (run.steps.empty())
+    throw format_error(source + ": no step lines of a " + log_format_title(*format) + " (\"" +
+                       detail::step_line_shape(*format) + "\")");
+  return run;
+}
+
+/// Reads the log at `path`; throws io_error when it cannot be opened, format_error when it is
+/// no log of `format` (or, with nullopt, of any format this header reads).
+inline run_log read_run_log(const std::filesystem::path& path,
+                            std::optional<log_format> format = std::nullopt) {
+  std::ifstream in(path);
+  if (!in) throw io_error("cannot open log file " + path.string());
+  return parse_run_log(in, path.string(), format);
+}
+
+}  // namespace trainkit::report
