@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -41,6 +42,21 @@ inline std::vector<std::int32_t> random_tokens(std::size_t n, int V, std::mt1993
   std::vector<std::int32_t> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+/// n token ids with P(rank r) ∝ 1/(r + 1)^s, ranks shuffled over [0, V): real text's shape, where
+/// a few tokens (",", "the") fill a large share of a batch.
+inline std::vector<std::int32_t> zipf_tokens(std::size_t n, int V, std::mt19937_64& rng,
+                                             double s = 1.1) {
+  std::vector<double> w(static_cast<std::size_t>(V));
+  for (int r = 0; r < V; ++r) w[std::size_t(r)] = 1.0 / std::pow(r + 1.0, s);
+  std::discrete_distribution<int> rank(w.begin(), w.end());
+  std::vector<std::int32_t> id(static_cast<std::size_t>(V));
+  for (int v = 0; v < V; ++v) id[std::size_t(v)] = v;
+  std::shuffle(id.begin(), id.end(), rng);
+  std::vector<std::int32_t> t(n);
+  for (auto& x : t) x = id[std::size_t(rank(rng))];
+  return t;
 }
 
 /// A device bf16 copy of host floats, complete on return (copied on `s`, then `s` synchronised).

@@ -1,22 +1,28 @@
 // Tests for trainkit/core/cuda and the host side of the CUDA GPT-2: the cuda_error message format,
 // device detection, the Eigen-free initialisation (must equal gpt2_cpu's bit for bit) and the
 // activation-arena plan against an independent count — these run on any machine — and buffers,
-// streams and events (these skip without a CUDA device). Compiled by g++: the utilities are
+// streams and events (these skip without a CUDA device); the cuBLASLt cache key and autotune pick
+// (core/linalg/detail/gemm_tuning.hpp) run anywhere. Compiled by g++: the utilities are
 // host-compilable by design.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_env.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
+#include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/core/linalg/detail/gemm_tuning.hpp"
 #include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
 #include "trainkit/model/detail/gpt2_init.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
@@ -116,6 +122,80 @@ TEST(CudaStream, EventsMeasureElapsedTime) {
   EXPECT_TRUE(b.ready());
 }
 
+// Device phases: the stream time between a phase's two events, including a wait the host never
+// sees (here a host function holding the stream for 50 ms, as a reduction on another stream would).
+TEST(CudaExecutionContext, TimesDevicePhasesOnTheStream) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  trainkit::cuda::execution_context ctx;
+  static_assert(trainkit::times_device_phases<trainkit::cuda::execution_context>);
+  for (int step = 0; step < 2; ++step) {  // the event pool is reused by the second step
+    ctx.begin_phase(trainkit::device_phase::comm);
+    TRAINKIT_CUDA_CHECK(cudaLaunchHostFunc(
+        ctx.stream(),
+        [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+    ctx.end_phase(trainkit::device_phase::comm);
+    ctx.begin_phase(trainkit::device_phase::optimizer);
+    ctx.end_phase(trainkit::device_phase::optimizer);
+    ctx.synchronize();
+    const trainkit::device_phase_times t = ctx.device_phase_ms();
+    EXPECT_GE(t[std::size_t(trainkit::device_phase::comm)], 45.0) << "step " << step;
+    EXPECT_LT(t[std::size_t(trainkit::device_phase::optimizer)], 5.0) << "step " << step;
+    EXPECT_EQ(t[std::size_t(trainkit::device_phase::ckpt_stall)], 0.0);
+  }
+  EXPECT_EQ(ctx.device_phase_ms(), trainkit::device_phase_times{}) << "read once per step";
+  ctx.begin_phase(trainkit::device_phase::comm);
+  EXPECT_THROW(ctx.begin_phase(trainkit::device_phase::h2d), trainkit::config_error);
+  EXPECT_THROW(ctx.end_phase(trainkit::device_phase::h2d), trainkit::config_error);
+  ctx.end_phase(trainkit::device_phase::comm);
+}
+
+// ---- host side of the cuBLASLt GEMM cache and autotuner ----------------------------------------
+
+TEST(GemmTuning, AlignmentIsTheLowestSetBitOfAddressAndStrideUpTo256) {
+  namespace d = trainkit::linalg::detail;
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10000)), 256);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10080)), 128);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10002)), 2);
+  EXPECT_EQ(d::alignment_of(std::uintptr_t(0x10000), 2 * 67), 2);  // an odd T's bf16 stride
+  EXPECT_EQ(d::alignment_of(nullptr), 256);
+}
+
+// The fused GELU epilogue has a bias and an aux matrix: an algorithm chosen for one pair of
+// alignments must not be reused for another (d48's biases are 128-byte aligned, d12's 256).
+TEST(GemmTuning, CacheKeyKeepsTheBiasAndAuxAlignmentsApart) {
+  namespace d = trainkit::linalg::detail;
+  const auto at = [](std::uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  const auto k256_128 = d::epilogue_alignments(at(0x10000), at(0x20080));
+  const auto k128_256 = d::epilogue_alignments(at(0x10080), at(0x20000));
+  const auto k128_64 = d::epilogue_alignments(at(0x10080), at(0x20040));
+  EXPECT_NE(k256_128, k128_256);
+  EXPECT_NE(k256_128, k128_64);
+  EXPECT_NE(k128_256, k128_64);
+  EXPECT_EQ(k256_128, (std::array<std::int64_t, 2>{256, 128}));
+  EXPECT_EQ(d::epilogue_alignments(at(0x10080), nullptr), (std::array<std::int64_t, 2>{128, 256}));
+}
+
+TEST(GemmTuning, PickSkipsFailedCandidatesAndTimesTheFirstThatRan) {
+  namespace d = trainkit::linalg::detail;
+  const std::vector<float> all_ran{0.5f, 0.3f, 0.4f, 0.3f};
+  auto p = d::pick_fastest(all_ran);
+  EXPECT_EQ(p.chosen, 1);  // the first of two equal times: the heuristic's order breaks ties
+  EXPECT_EQ(p.first_ran, 0);
+  EXPECT_FLOAT_EQ(p.first_ms, 0.5);
+  EXPECT_FLOAT_EQ(p.best_ms, 0.3);
+  // The heuristic's first choice failed: its reference is the first that ran, never 0 ms.
+  const std::vector<float> first_failed{-1.0f, 0.7f, 0.9f, 0.6f};
+  p = d::pick_fastest(first_failed);
+  EXPECT_EQ(p.first_ran, 1);
+  EXPECT_FLOAT_EQ(p.first_ms, 0.7);
+  EXPECT_EQ(p.chosen, 3);
+  EXPECT_FLOAT_EQ(p.best_ms, 0.6);
+  const std::vector<float> none_ran{-1.0f, -1.0f};
+  p = d::pick_fastest(none_ran);
+  EXPECT_EQ(p.chosen, -1);
+  EXPECT_EQ(p.first_ran, -1);
+}
+
 // ---- host side of the CUDA GPT-2 -------------------------------------------------------------
 
 // gpt2_cuda(cfg, seed) starts from detail::gpt2_initial_parameters<float>: the CPU model's weights.
@@ -170,7 +250,7 @@ TEST(Gpt2CudaHost, ArenaPlanMatchesAnIndependentCount) {
         plan.fch_gelu,  plan.res3,   plan.lnf,      plan.lnf_mean, plan.lnf_rstd, plan.logits,
         plan.losses,    plan.qkv,    plan.proj,     plan.scores,   plan.dscores,  plan.heads,
         plan.dqkvr,     plan.dres,   plan.dln,      plan.datty,    plan.dfch,     plan.ln_partial,
-        plan.bias_grad, plan.buckets};
+        plan.bias_grad, plan.buckets};  // attention_workspace: 0 bytes here (cuDNN only)
     std::size_t end = 0;
     for (const auto& a : all) {
       EXPECT_EQ(a.offset % pad, 0u);
@@ -244,6 +324,32 @@ TEST(Gpt2CudaHost, MemoryReport) {
   EXPECT_THROW(trainkit::model::gpt2_cuda_memory(cfg, 1, 64, 3), trainkit::config_error);
 }
 
+// cuDNN's attention workspace is a slot of the arena (scratch), so the memory report counts it:
+// the deterministic backward's dP (B·H·T·T bf16: ~805 MB at d12 B=32 T=1024) against the fast
+// one's fp32 dQ accumulator.
+TEST(Gpt2CudaHost, CudnnAttentionWorkspaceIsPlannedInTheArena) {
+  using trainkit::model::gpt2_attention;
+  const auto cfg = trainkit::model::gpt2_config::preset("d12");
+  const std::size_t det = trainkit::model::cudnn_attention_workspace_estimate(cfg, 32, 1024, true);
+  const std::size_t fast =
+      trainkit::model::cudnn_attention_workspace_estimate(cfg, 32, 1024, false);
+  EXPECT_EQ(det, std::size_t(32) * 12 * 1024 * 1024 * 2);
+  EXPECT_LT(fast * 4, det) << "the fast backward needs far less";
+  const auto without = trainkit::model::plan_gpt2_cuda_arena(cfg, 32, 1024, 0, gpt2_attention::cudnn);
+  const auto with =
+      trainkit::model::plan_gpt2_cuda_arena(cfg, 32, 1024, 0, gpt2_attention::cudnn, det);
+  EXPECT_EQ(without.attention_workspace.bytes, 0u);
+  EXPECT_EQ(with.attention_workspace.bytes, det);
+  EXPECT_EQ(with.attention_workspace.offset % with.alignment, 0u);
+  EXPECT_GE(with.attention_workspace.offset, with.activation_bytes) << "scratch, not activations";
+  EXPECT_LE(with.attention_workspace.offset + det, with.total_bytes);
+  EXPECT_GE(with.total_bytes, without.total_bytes + det);
+  EXPECT_EQ(with.activation_bytes, without.activation_bytes);
+  const auto r0 = trainkit::model::gpt2_cuda_memory(cfg, 32, 1024, 0, gpt2_attention::cudnn);
+  const auto r1 = trainkit::model::gpt2_cuda_memory(cfg, 32, 1024, 0, gpt2_attention::cudnn, det);
+  EXPECT_GE(r1.workspace, r0.workspace + det);
+}
+
 // The run trainkit exists for: GPT-2 XL (d48) at B=16, T=1024 with nothing recomputed fits one
 // H200 (about 139 GiB usable) with flash or cuDNN attention, with room for the CUDA context and
 // cuDNN's workspace; with the naive attention's T×T matrices it would not leave that room.
@@ -252,7 +358,12 @@ TEST(Gpt2CudaHost, D48AtB16FitsAnH200WithoutRecomputation) {
   const auto cfg = trainkit::model::gpt2_config::preset("d48");
   constexpr double gib = double(1 << 30);
   for (const auto attention : {gpt2_attention::flash, gpt2_attention::cudnn}) {
-    const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, attention);
+    // cuDNN's deterministic backward keeps dP in its workspace: 16·25·1024²·2 bytes, in the plan.
+    const std::size_t ws =
+        attention == gpt2_attention::cudnn
+            ? trainkit::model::cudnn_attention_workspace_estimate(cfg, 16, 1024, true)
+            : 0;
+    const auto r = trainkit::model::gpt2_cuda_memory(cfg, 16, 1024, 0, attention, ws);
     std::printf("d48 B=16 T=1024 recompute 0: %s\n", r.to_string().c_str());
     EXPECT_LT(double(r.total()) / gib, 120.0) << r.to_string();
   }

@@ -6,7 +6,8 @@
 // order_after_stage() returns with the copy landed; a checkpoint saved, "updated" and waited for
 // loads back into device memory with the saved bytes. Staging memory is poisoned first; the state
 // is random. host_staged_checkpointer's sharded saves (ZeRO-1 on a GPU): a sharded state of host
-// tensors round-trips without a device (this runs everywhere), one of device tensors with one.
+// tensors round-trips without a device (this runs everywhere), one of device tensors with one;
+// its copies follow work still queued on a non-blocking stream, guarded or not.
 // Compiled by g++ (the stager is host-compilable); the device tests skip without a device.
 #include <gtest/gtest.h>
 
@@ -257,6 +258,43 @@ TEST(HostStagedCheckpointer, ShardedStateOfDeviceTensorsRoundTrips) {
   TRAINKIT_CUDA_CHECK(cudaMemcpy(m2.data(), dm.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_EQ(w2, w);
   EXPECT_EQ(m2, m);
+}
+
+// host_staged_checkpointer's copies follow the work that wrote the state, also when it is still
+// queued on a non-blocking stream (the trainer's compute stream is one): a sleeping host function
+// holds the stream, then the "update" writes the tensor. A plain cudaMemcpy on the legacy stream
+// would copy the old bytes. Guarded (copies on that stream) and unguarded (device synchronised).
+TEST(HostStagedCheckpointer, SaveCopiesAfterWorkQueuedOnANonBlockingStream) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const std::vector<float> before = random_floats(9), produced = random_floats(10);
+  for (const bool guarded : {true, false}) {
+    SCOPED_TRACE(guarded ? "guarded" : "unguarded");
+    temp_dir dir;
+    tk::cuda::stream compute(true);  // non-blocking, as the execution context's
+    tk::cuda::device_buffer<float> d(n), update(n);
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpy(d.data(), before.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpy(update.data(), produced.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    sleep_arg nap{300};
+    TRAINKIT_CUDA_CHECK(cudaLaunchHostFunc(compute.get(), sleep_on_stream, &nap));
+    // Device to device: fully asynchronous (a pageable host source could block the host here).
+    TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(d.data(), update.data(), n * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, compute.get()));
+    staged_sync c(ck::sync_checkpointer({dir.path, 0}));
+    if (guarded) c.guard_stream(compute.get());
+    ck::checkpoint_state state;
+    state.step = 1;
+    state.tensors = {device_tensor(d)};
+    state.meta = {{"data_position", "x"}};
+    c.save(state);  // the compute stream is still asleep when this is called
+    TRAINKIT_CUDA_CHECK(cudaMemset(d.data(), 0xff, n * sizeof(float)));  // poison
+    ASSERT_TRUE(c.load_latest(state));
+    std::vector<float> back(n);
+    TRAINKIT_CUDA_CHECK(
+        cudaMemcpy(back.data(), d.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(back == produced) << "the checkpoint holds bytes from before the update";
+  }
 }
 
 }  // namespace

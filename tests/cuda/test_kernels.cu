@@ -429,6 +429,9 @@ TEST(CudaKernels, MatmulAutotuneAccumulatesOncePerCall) {
   ASSERT_EQ(mm.tuning_log().size(), 1u);
   const auto& t = mm.tuning_log()[0];
   EXPECT_GE(t.candidates, 1);
+  EXPECT_GE(t.heuristic, 0) << "no candidate ran, yet the GEMM did";
+  EXPECT_LE(t.heuristic, t.chosen);
+  EXPECT_GT(t.heuristic_ms, 0.0) << "the heuristic's reference time was never measured";
   EXPECT_GT(t.best_ms, 0.0);
   EXPECT_LE(t.best_ms, t.heuristic_ms);
   std::printf("[ autotune ] %dx%dx%d: %d candidates, heuristic %.4f ms, best #%d %.4f ms\n", t.m,

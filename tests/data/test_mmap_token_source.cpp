@@ -359,12 +359,26 @@ TEST_F(MmapSource, CorruptShardIsFormatErrorNamingTheFile) {
   }
 }
 
-TEST_F(MmapSource, ImpossibleConfigIsConfigError) {
+TEST_F(MmapSource, ImpossibleConfigIsConfigErrorNamingTheField) {
   const std::string pattern = make_shards({300});
-  EXPECT_THROW(td::mmap_token_source({pattern, 0, 16}), tk::config_error);
-  EXPECT_THROW(td::mmap_token_source({pattern, 2, 0}), tk::config_error);
-  EXPECT_THROW(td::mmap_token_source({pattern, 2, 16, 70000}), tk::config_error);
-  EXPECT_THROW(td::mmap_token_source({"", 2, 16}), tk::config_error);
+  auto message = [](const td::mmap_source_config& c) -> std::string {
+    try {
+      td::mmap_token_source src(c);
+    } catch (const tk::config_error& e) {
+      return e.what();
+    }
+    return "no config_error";
+  };
+  EXPECT_EQ(message({pattern, 0, 16}), "mmap_source_config.batch_size must be >= 1: 0");
+  EXPECT_EQ(message({pattern, 2, 0}), "mmap_source_config.seq_len must be >= 1: 0");
+  EXPECT_EQ(message({pattern, 2, 16, 70000}),
+            "mmap_source_config.vocab_size must be in [1, 65536] for uint16 token shards: 70000");
+  EXPECT_EQ(message({"", 2, 16}).rfind("mmap_source_config.pattern is empty", 0), 0u);
+  td::mmap_source_config ranked{pattern, 2, 16};
+  ranked.rank = 2;
+  ranked.world_size = 2;
+  EXPECT_EQ(message(ranked),
+            "mmap_source_config.rank 2 is not in [0, mmap_source_config.world_size 2)");
 }
 
 TEST(Order, ParseNamesTheBadValue) {

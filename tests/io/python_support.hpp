@@ -1,7 +1,8 @@
 // tests/io/python_support.hpp — running a Python check script from a GoogleTest test.
 //
 // The scripts check trainkit's files with the reference Python packages. safetensors, numpy and
-// pyarrow are required (CI installs them: .ci/run): a script without them fails, printing the
+// pyarrow are required (scripts/install-deps.sh installs them into the repository's .venv, which
+// CMake hands the tests as Python3_EXECUTABLE): a script without them fails, printing the
 // pip command. Only transformers + torch are optional: a script exits 77 without them and the
 // test skips.
 #pragma once

@@ -86,9 +86,9 @@ struct asio_checkpointer_config {
   }
 
   void validate() const {
-    if (dir.empty()) throw config_error("checkpoint dir must not be empty");
+    if (dir.empty()) throw config_error("asio_checkpointer_config.dir must not be empty");
     if (keep_last < 0)
-      throw config_error("checkpoint keep_last must be >= 0 (0 keeps all): " +
+      throw config_error("asio_checkpointer_config.keep_last must be >= 0 (0 keeps all): " +
                          std::to_string(keep_last));
   }
 };

@@ -5,9 +5,12 @@
 // sync_checkpointer writes tensors straight from their memory and therefore rejects `on_device`
 // tensors. This adapter copies every device tensor into one pinned host area (reused, grown only)
 // before handing the inner checkpointer a host-only copy of the state, and copies loaded bytes
-// back to the device after `load_latest`. The copies are blocking (cudaMemcpy), which is right for
-// a synchronous checkpointer whose whole write stalls the loop anyway; the stall it reports
-// includes them. For background saves use basic_asio_checkpointer<cuda_stager> instead. An inner
+// back to the device after `load_latest`. The copies are blocking, which is right for a
+// synchronous checkpointer whose whole write stalls the loop anyway; the stall it reports includes
+// them. They are ordered after the work that produced the state, whatever stream it ran on: with
+// `guard_stream(s)` (the trainer's compute stream) they are enqueued on `s` and waited for, so
+// they follow every kernel queued there; without one the device is synchronised first (a legacy-
+// stream cudaMemcpy alone would not wait for a non-blocking compute stream). For background saves use basic_asio_checkpointer<cuda_stager> instead. An inner
 // checkpointer that reads its state after `save` returns (defers_snapshot) reads this pinned
 // area, not the model: the model may change at once, and this adapter lets the inner copy finish
 // before it overwrites or frees the area. Host tensors are passed through uncopied, so such an
@@ -38,6 +41,10 @@ class host_staged_checkpointer {
   /// It copies device tensors to pinned host memory before the inner checkpointer sees them.
   static constexpr bool reads_device_memory = true;
   explicit host_staged_checkpointer(C inner) : inner_(std::move(inner)) {}
+
+  /// Copies are enqueued on `s` (the stream that writes the state: the trainer's compute stream)
+  /// and waited for; nullptr = synchronise the whole device around them instead.
+  void guard_stream(cudaStream_t s) noexcept { guarded_ = s; }
 
   void save(const checkpoint_state& state) {
     stopwatch clock;
@@ -154,20 +161,33 @@ class host_staged_checkpointer {
     return total;
   }
 
-  static void copy_to_host(const std::vector<state_tensor>& device,
-                           const std::vector<state_tensor>& host) {
-    for (std::size_t i = 0; i < device.size(); ++i)
-      if (device[i].on_device && device[i].bytes() > 0)
-        TRAINKIT_CUDA_CHECK(
-            cudaMemcpy(host[i].data, device[i].data, device[i].bytes(), cudaMemcpyDeviceToHost));
+  // After the work that wrote the device tensors (see the file comment); returns with them copied.
+  void copy_to_host(const std::vector<state_tensor>& device,
+                    const std::vector<state_tensor>& host) const {
+    copy(device, host, cudaMemcpyDeviceToHost);
   }
 
-  static void copy_to_device(const std::vector<state_tensor>& host,
-                             const std::vector<state_tensor>& device) {
-    for (std::size_t i = 0; i < device.size(); ++i)
-      if (device[i].on_device && device[i].bytes() > 0)
-        TRAINKIT_CUDA_CHECK(
-            cudaMemcpy(device[i].data, host[i].data, device[i].bytes(), cudaMemcpyHostToDevice));
+  // Returns with the copies landed, so work queued afterwards on any stream sees them.
+  void copy_to_device(const std::vector<state_tensor>& host,
+                      const std::vector<state_tensor>& device) const {
+    copy(device, host, cudaMemcpyHostToDevice);
+  }
+
+  void copy(const std::vector<state_tensor>& device, const std::vector<state_tensor>& host,
+            cudaMemcpyKind kind) const {
+    bool any = false;  // host-only states need no device (nor one present)
+    for (const auto& t : device) any = any || (t.on_device && t.bytes() > 0);
+    if (!any) return;
+    // Unguarded: every stream's work first (a non-blocking stream's too).
+    if (!guarded_) TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
+    for (std::size_t i = 0; i < device.size(); ++i) {
+      if (!device[i].on_device || device[i].bytes() == 0) continue;
+      void* to = kind == cudaMemcpyDeviceToHost ? host[i].data : device[i].data;
+      const void* from = kind == cudaMemcpyDeviceToHost ? device[i].data : host[i].data;
+      TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(to, from, device[i].bytes(), kind, guarded_));
+    }
+    // The legacy stream (unguarded) or the guarded one: either way the copies are done on return.
+    TRAINKIT_CUDA_CHECK(cudaStreamSynchronize(guarded_));
   }
 
   static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
@@ -175,6 +195,7 @@ class host_staged_checkpointer {
   // Declared before inner_, so inner_ (whose background copy may still read it) goes first.
   cuda::pinned_buffer<std::byte> staging_;
   C inner_;
+  cudaStream_t guarded_ = nullptr;
   double last_stall_ms_ = 0.0;
 };
 

@@ -1,7 +1,7 @@
 // trainkit/checkpoint/no_checkpoint.hpp — the Checkpointer for runs that save nothing.
 //
-// `--ckpt-mode none` and benchmarks compose the trainer with this policy so the checkpoint code
-// path costs nothing: saves are no-ops with zero stall, and there is never anything to resume.
+// Runs without checkpoints and benchmarks compose the trainer with this policy so the checkpoint
+// code path costs nothing: saves are no-ops with zero stall, and there is never anything to resume.
 #pragma once
 
 #include <string>

@@ -30,9 +30,9 @@ struct sync_checkpointer_config {
                          const sync_checkpointer_config&) = default;
 
   void validate() const {
-    if (dir.empty()) throw config_error("checkpoint dir must not be empty");
+    if (dir.empty()) throw config_error("sync_checkpointer_config.dir must not be empty");
     if (keep_last < 0)
-      throw config_error("checkpoint keep_last must be >= 0 (0 keeps all): " +
+      throw config_error("sync_checkpointer_config.keep_last must be >= 0 (0 keeps all): " +
                          std::to_string(keep_last));
   }
 };

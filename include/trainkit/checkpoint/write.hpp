@@ -9,10 +9,10 @@
 // `write_checkpoint`, so a full disk does not stay full of trainkit's wreck; the wrecks of
 // processes that died mid-save (`.tmp.step_N`, `.tmp.delete.step_N`, `.tmp.replaced.step_N`,
 // only these names) are removed before every save and when a checkpointer is constructed
-// (`prepare_checkpoint_dir`, which also checks that the directory can be written, so a bad
-// --ckpt-dir fails before step 1 rather than at the first save). `write_checkpoint` is a free
-// function so the synchronous checkpointer and the asynchronous one (which runs it on a worker
-// thread over a host snapshot) share it.
+// (`prepare_checkpoint_dir`, which also checks that the directory can be written, so a directory
+// that cannot be written fails before step 1 rather than at the first save). `write_checkpoint` is
+// a free function so the synchronous checkpointer and the asynchronous one (which runs it on a
+// worker thread over a host snapshot) share it.
 #pragma once
 
 #include <fcntl.h>

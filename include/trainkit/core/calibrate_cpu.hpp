@@ -1,4 +1,4 @@
-// trainkit/core/calibrate_cpu.hpp — the CPU's measured fp32 GEMM rate, for --calibrate.
+// trainkit/core/calibrate_cpu.hpp — the CPU's measured fp32 GEMM rate, for mfu_settings.calibrate.
 //
 // Times the GEMM the CPU model itself uses (Eigen, OpenMP-parallel when enabled), so MFU against
 // this rate says how much of the step is GEMM-shaped work running at the machine's real speed.

@@ -3,8 +3,8 @@
 // MFU is achieved FLOP/s over the peak of the device that ran, for the dtype the matmuls use.
 // A constant for all devices is how an H200 run printed "MFU 150%" (an A100's 312 TFLOP/s used as
 // the peak for a 989 TFLOP/s part). Figures are NVIDIA's dense (no 2:4 sparsity) tensor-core
-// peaks from the product datasheets; the CPU figure is a nominal placeholder that `--peak-tflops`
-// or calibration should replace.
+// peaks from the product datasheets; the CPU figure is a nominal placeholder that
+// `mfu_settings.peak_tflops` (trainer/config.hpp) or calibration should replace.
 #pragma once
 
 #include <algorithm>

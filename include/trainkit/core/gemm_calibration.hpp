@@ -1,4 +1,4 @@
-// trainkit/core/gemm_calibration.hpp — what a start-up GEMM measurement found (--calibrate).
+// trainkit/core/gemm_calibration.hpp — what a start-up GEMM measurement found (mfu_settings.calibrate).
 //
 // The peak table (device_info.hpp) holds datasheet numbers; a real GEMM on a real part reaches
 // less (clocks under power limits, a CPU whose vector width or core count differs from the

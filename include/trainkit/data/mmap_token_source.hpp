@@ -44,7 +44,7 @@
 
 namespace trainkit::data {
 
-/// Configuration of an mmap_token_source (the --data/--val glob, --batch, --seq, --order, --seed).
+/// Configuration of an mmap_token_source. Errors name its fields ("mmap_source_config.seq_len").
 struct mmap_source_config {
   std::string pattern;  // glob, e.g. "dir/fineweb_train_*.bin"
   int batch_size = 4;   // B
@@ -191,17 +191,23 @@ class mmap_token_source {
   std::uint64_t row_stride() const noexcept { return std::uint64_t(config_.seq_len); }
 
   void validate_config() const {
-    if (config_.pattern.empty()) throw config_error("empty data pattern (--data/--val)");
+    if (config_.pattern.empty())
+      throw config_error("mmap_source_config.pattern is empty (a glob of token shard files)");
     if (config_.batch_size < 1)
-      throw config_error("batch_size " + std::to_string(config_.batch_size) + " must be >= 1");
+      throw config_error("mmap_source_config.batch_size must be >= 1: " +
+                         std::to_string(config_.batch_size));
     if (config_.seq_len < 1)
-      throw config_error("seq_len " + std::to_string(config_.seq_len) + " must be >= 1");
+      throw config_error("mmap_source_config.seq_len must be >= 1: " +
+                         std::to_string(config_.seq_len));
     if (config_.vocab_size < 1 || config_.vocab_size > 65536)
-      throw config_error("vocab_size " + std::to_string(config_.vocab_size) +
-                         " must be in [1, 65536] for uint16 token shards");
+      throw config_error(
+          "mmap_source_config.vocab_size must be in [1, 65536] for uint16 token "
+          "shards: " +
+          std::to_string(config_.vocab_size));
     if (config_.world_size < 1 || config_.rank < 0 || config_.rank >= config_.world_size)
-      throw config_error("data source rank " + std::to_string(config_.rank) +
-                         " is not in [0, world_size " + std::to_string(config_.world_size) + ")");
+      throw config_error("mmap_source_config.rank " + std::to_string(config_.rank) +
+                         " is not in [0, mmap_source_config.world_size " +
+                         std::to_string(config_.world_size) + ")");
   }
 
   // llm.c: advance to the next shard when this one cannot supply B*T+1 more tokens.

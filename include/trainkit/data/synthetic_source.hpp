@@ -77,21 +77,24 @@ class synthetic_source {
   explicit synthetic_source(synthetic_config config = {}) : config_(config) {
     const auto& c = config_;
     if (c.batch_size < 1 || c.seq_len < 1)
-      throw config_error("synthetic source: batch_size " + std::to_string(c.batch_size) +
-                         " and seq_len " + std::to_string(c.seq_len) + " must be >= 1");
+      throw config_error("synthetic_config.batch_size " + std::to_string(c.batch_size) +
+                         " and synthetic_config.seq_len " + std::to_string(c.seq_len) +
+                         " must be >= 1");
     if (c.vocab_size < 1 || c.vocab_size > 65536)
-      throw config_error("synthetic source: vocab_size " + std::to_string(c.vocab_size) +
+      throw config_error("synthetic_config.vocab_size " + std::to_string(c.vocab_size) +
                          " must be in [1, 65536]");
     if (c.alphabet < 1 || c.alphabet > c.vocab_size)
-      throw config_error("synthetic source: alphabet " + std::to_string(c.alphabet) +
+      throw config_error("synthetic_config.alphabet " + std::to_string(c.alphabet) +
                          " must be in [1, vocab_size " + std::to_string(c.vocab_size) + "]");
     if (c.branching < 1 || c.branching > c.alphabet)
-      throw config_error("synthetic source: branching " + std::to_string(c.branching) +
+      throw config_error("synthetic_config.branching " + std::to_string(c.branching) +
                          " must be in [1, alphabet " + std::to_string(c.alphabet) + "]");
-    if (c.produce_delay.count() < 0) throw config_error("synthetic source: negative produce_delay");
+    if (c.produce_delay.count() < 0)
+      throw config_error("synthetic_config.produce_delay is negative");
     if (c.world_size < 1 || c.rank < 0 || c.rank >= c.world_size)
-      throw config_error("synthetic source: rank " + std::to_string(c.rank) +
-                         " is not in [0, world_size " + std::to_string(c.world_size) + ")");
+      throw config_error("synthetic_config.rank " + std::to_string(c.rank) +
+                         " is not in [0, synthetic_config.world_size " +
+                         std::to_string(c.world_size) + ")");
     build_chain();
   }
 

@@ -14,8 +14,8 @@
 // and forward_backward only enqueue work on the context's stream — no host synchronisation, the
 // loss of each micro-step is added to a device double and copied to pinned memory on the last
 // micro-step, and step_loss() reads it after the trainer synchronised the context. Buckets are
-// published right after the last kernel writing them is enqueued. Deterministic mode builds the
-// encoder's token buckets on the device too (model/cuda/token_buckets.cuh). The exception: a batch
+// published right after the last kernel writing them is enqueued. The encoder's token buckets (the
+// wte gradient's fp32 sums per token) are built on the device too (model/cuda/token_buckets.cuh). The exception: a batch
 // shape larger than the arena's reallocates it (cudaMalloc synchronises the device).
 // With options.cuda_graph the micro-step's kernels are captured once per (B, T, grad_scale) and
 // replayed as one graph (several when buckets are published, one per bucket, so a reducer still
@@ -202,10 +202,19 @@ class gpt2_cuda {
   void reserve(int B, int T) {
     if (arena_.size() && B <= arena_batch_ && T <= arena_seq_) return;
     const int nb = std::max(B, arena_batch_), nt = std::max(T, arena_seq_);
-    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention);
+    // cuDNN's plans for the shape say what workspace they need: planned in the arena (and so in
+    // memory_report()), not allocated behind it.
+    const std::size_t attention_ws =
+        cudnn_ ? cudnn_->plan_workspace(nb, nt, config_.channels, config_.num_heads) : 0;
+    plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention,
+                                 attention_ws);
+    if (cudnn_) cudnn_->use_workspace(nullptr, 0);  // not into the arena about to be freed
     arena_ = trainkit::cuda::device_buffer<std::byte>();  // free first: peak memory stays one arena
     arena_ = trainkit::cuda::device_buffer<std::byte>(plan_.total_bytes);
-    if (options_.deterministic) token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
+    if (cudnn_ && attention_ws > 0)
+      cudnn_->use_workspace(slot<std::byte>(plan_.attention_workspace), attention_ws);
+    if (!options_.embedding_atomics)
+      token_buckets_.reserve(std::size_t(nb) * nt, config_.vocab_size);
     // Captured graphs hold the old arena's addresses (a new arena may even reuse them with a
     // different layout): every shape runs eagerly once more, then is captured again.
     graphs_.clear();
@@ -220,8 +229,11 @@ class gpt2_cuda {
   gpt2_cuda_memory_report memory_report() const {
     if (!arena_.size())
       throw config_error("gpt2_cuda::memory_report: no arena yet (call reserve(B, T) first)");
-    return gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute,
-                            options_.attention);
+    gpt2_cuda_memory_report r =
+        gpt2_cuda_memory(config_, arena_batch_, arena_seq_, options_.recompute,
+                         options_.attention, plan_.attention_workspace.bytes);
+    if (cudnn_) r.workspace += cudnn_->own_workspace_bytes();  // shapes the arena did not plan
+    return r;
   }
 
   /// Step protocol: gradients to zero, enqueued on the context's stream.
@@ -621,6 +633,10 @@ class gpt2_cuda {
     if (opt.recompute < 0 || opt.recompute > 2)
       throw config_error("gpt2_cuda: recompute must be 0, 1 or 2, got " +
                          std::to_string(opt.recompute));
+    if (opt.embedding_atomics && opt.deterministic)
+      throw config_error(
+          "gpt2_cuda_options.embedding_atomics adds in no fixed order; set deterministic = false "
+          "or leave embedding_atomics off");
     const int hs = cfg.channels / cfg.num_heads;
     switch (opt.attention) {
       case gpt2_attention::naive:
@@ -803,7 +819,7 @@ class gpt2_cuda {
       on_bucket(gpt2_layer_bucket(config_, l));
     }
     kernels::encoder_backward_wpe(grad(wpe), dres, B, T, C, s);
-    if (options_.deterministic) {
+    if (!options_.embedding_atomics) {  // fp32 sums per token, one bf16 rounding per element
       std::int32_t* packed = slot<std::int32_t>(plan_.buckets);
       token_buckets_.build(packed, inputs, int(N), config_.vocab_size, s);
       // The number of buckets is known on the device only: N blocks, those past it return.
@@ -830,7 +846,7 @@ class gpt2_cuda {
   gpt2_cuda_arena_plan plan_;
   int arena_batch_ = 0, arena_seq_ = 0;
   std::size_t step_rows_ = 0;
-  kernels::device_token_buckets token_buckets_;      // deterministic mode's scratch
+  kernels::device_token_buckets token_buckets_;      // the wte gradient's bucket scratch
   trainkit::cuda::device_buffer<double> loss_sums_;  // (2,) Σ micro-step mean losses; forward()'s
   trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
   int step_count_ = 1;                               // micro-steps of the step being read

@@ -1,6 +1,6 @@
 // trainkit/trainer/calibrate.hpp — how the trainer finds a model's GEMM calibration.
 //
-// `--calibrate` asks the model to time a GEMM in its own compute dtype on its own device before
+// `trainer_config.mfu.calibrate` asks the model to time a GEMM in its own compute dtype on its own device before
 // step 1 (so the time is not billed to any step), and the report then states MFU against both
 // the datasheet peak and the measured rate: the gap between the two says how much of the
 // shortfall is the device and how much is the training step. A model opts in with either

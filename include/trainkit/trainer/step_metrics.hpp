@@ -34,7 +34,7 @@ struct step_metrics {
   double tok_per_s = 0;
   double tflops = 0;            // achieved model TFLOP/s (flops_per_token · tok/s)
   double mfu = 0;               // tflops / device peak
-  double mfu_calibrated = NAN;  // tflops / measured GEMM rate (--calibrate); NaN when not measured
+  double mfu_calibrated = NAN;  // tflops / measured GEMM rate (mfu_settings.calibrate) or NaN
   double val_loss = NAN;        // NaN when this step did not evaluate
 
   /// Sum of the timed phases (everything but other_ms).

@@ -43,6 +43,7 @@
 #include "trainkit/core/cuda/gelu.cuh"
 #include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/core/cuda/stream.hpp"
+#include "trainkit/core/linalg/detail/gemm_tuning.hpp"
 
 namespace trainkit::linalg {
 
@@ -132,8 +133,9 @@ class matmul_context {
     int m = 0, n = 0, k = 0, batch = 1;
     epilogue ep = epilogue::none;
     int candidates = 0;
-    int chosen = 0;  // index into the heuristic's list; 0 = its own first choice
-    double heuristic_ms = 0, best_ms = 0;
+    int chosen = 0;  // index into the heuristic's list; 0 = its own first choice; -1 = none ran
+    int heuristic = 0;  // the first candidate that ran: 0 unless the heuristic's first one failed
+    double heuristic_ms = 0, best_ms = 0;  // the times of `heuristic` and `chosen`
   };
 
   /// Time the heuristic's candidates on each new shape (default) or take its first choice.
@@ -190,25 +192,22 @@ class matmul_context {
  private:
   using cache_key = std::array<std::int64_t, 22>;
 
-  static std::int64_t alignment_of(const void* p, std::int64_t stride_bytes = 0) {
-    std::uintptr_t v = reinterpret_cast<std::uintptr_t>(p) | std::uintptr_t(stride_bytes) | 256u;
-    return std::int64_t(v & (~v + 1));  // lowest set bit, at most 256
-  }
-
   // Runs the GEMM with epilogue `ep` if cuBLASLt has an algorithm for it; false if it has none.
   bool try_run(const matmul_arguments& x, epilogue ep, cudaStream_t stream) {
     const std::int64_t es_d = x.d_is_f32 ? 4 : 2;
+    using detail::alignment_of;
     const std::int64_t al_a = alignment_of(x.b, x.batch > 1 ? x.stride_b * 2 : 0);  // cuBLAS A
     const std::int64_t al_b = alignment_of(x.a, x.batch > 1 ? x.stride_a * 2 : 0);  // cuBLAS B
     const std::int64_t al_d = alignment_of(x.d, x.batch > 1 ? x.stride_d * es_d : 0);
-    const std::int64_t al_e =
-        alignment_of(ep == epilogue::bgradb ? static_cast<const void*>(x.bias_grad)
-                                            : static_cast<const void*>(x.bias)) &
-        alignment_of(x.aux);
+    // The epilogue's bias (or bias gradient) and aux matrix, each in its own slot.
+    const auto al_e = detail::epilogue_alignments(
+        ep == epilogue::bgradb ? static_cast<const void*>(x.bias_grad)
+                               : static_cast<const void*>(x.bias),
+        x.aux);
     const cache_key key{
         x.m,        x.n,     x.k,        x.lda,          x.ldb,      x.ldd,   x.trans_a, x.trans_b,
         x.d_is_f32, x.batch, x.stride_a, x.stride_b,     x.stride_d, int(ep), x.ld_aux,  al_a,
-        al_b,       al_d,    al_e,       x.beta != 0.0f, 0,          0};
+        al_b,       al_d,    al_e[0],    al_e[1],        x.beta != 0.0f, 0};
 
     // Column-major problem: D' (n × m) = op(A') (n × k) · op(B') (k × m), A' = b, B' = a.
     const cublasOperation_t op_a = x.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -286,9 +285,13 @@ class matmul_context {
       }
       TRAINKIT_CUBLAS_CHECK(s);
       int best = 0;
-      if (returned > 1) {
+      if (autotune_) {  // timed also when one candidate came back: the log lists every shape
         best = pick_fastest(x, desc, la, lb, ld, std::span(results.data(), std::size_t(returned)),
                             ep, stream);
+      }
+      if (best < 0) {  // no candidate could run the shape: as if the heuristic had none
+        cache_.emplace(key, std::nullopt);
+        return false;
       }
       found = cache_.emplace(key, results[std::size_t(best)].algo).first;
     }
@@ -400,8 +403,9 @@ class matmul_context {
   static constexpr int max_candidates = 8;
 
   // Times each candidate (1 warm-up + 3 runs, events on `stream`, then a host wait) and returns
-  // the index of the fastest; a candidate that fails to run is skipped. β ≠ 0 reads D: the
-  // trials then write a scratch copy of it, so the caller's D is untouched until the real run.
+  // the index of the fastest (detail::pick_fastest), -1 if none ran; a candidate that fails to run
+  // is skipped. β ≠ 0 reads D: the trials then write a scratch copy of it, so the caller's D is
+  // untouched until the real run.
   int pick_fastest(const matmul_arguments& x, operation& desc, const layout& la, const layout& lb,
                    const layout& ld, std::span<const cublasLtMatmulHeuristicResult_t> candidates,
                    epilogue ep, cudaStream_t stream) {
@@ -418,8 +422,7 @@ class matmul_context {
     const float alpha = x.alpha, beta = x.beta;
     trainkit::cuda::event start, stop;
     constexpr int runs = 3;
-    int best = 0;
-    float best_ms = 0, first_ms = 0;
+    std::vector<float> ms(candidates.size(), -1.0f);  // -1: failed to run
     for (std::size_t c = 0; c < candidates.size(); ++c) {
       auto launch = [&] {
         return cublasLtMatmul(handle_, desc.get(), &alpha, x.b, la.get(), x.a, lb.get(), &beta, d,
@@ -432,16 +435,12 @@ class matmul_context {
       for (int r = 0; r < runs && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
       stop.record(stream);
       if (!ok) continue;
-      const float ms = trainkit::cuda::elapsed_ms(start, stop) / float(runs);
-      if (c == 0) first_ms = ms;
-      if (best_ms == 0 || ms < best_ms) {
-        best_ms = ms;
-        best = int(c);
-      }
+      ms[c] = trainkit::cuda::elapsed_ms(start, stop) / float(runs);
     }
-    tuning_.push_back({x.m, x.n, x.k, x.batch, ep, int(candidates.size()), best, double(first_ms),
-                       double(best_ms)});
-    return best;
+    const detail::candidate_pick p = detail::pick_fastest(ms);
+    tuning_.push_back({x.m, x.n, x.k, x.batch, ep, int(candidates.size()), p.chosen, p.first_ran,
+                       p.first_ms, p.best_ms});
+    return p.chosen;
   }
 
   cublasLtHandle_t handle_ = nullptr;

@@ -35,14 +35,25 @@ class attention_engine {
   virtual void backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                         const __nv_bfloat16* out, const float* lse, int B, int T, int C, int H,
                         cudaStream_t stream) = 0;
-  /// The device workspace the engine's work runs in, or nullptr. When it moves (a new shape needed
-  /// more), a CUDA graph that captured the old address must be captured again.
+  /// Builds (and caches) the forward and backward plans of (B, T, C, H) and returns the device
+  /// workspace the larger needs, so the caller can plan it in its own memory (gpt2_cuda's arena).
+  virtual std::size_t plan_workspace(int B, int T, int C, int H) = 0;
+  /// Runs every plan whose workspace fits in `bytes` at `p` (caller-owned device memory that
+  /// outlives the runs, or nullptr); a plan needing more runs in the engine's own buffer.
+  virtual void use_workspace(void* p, std::size_t bytes) noexcept = 0;
+  /// The engine's own device workspace, or nullptr. When it moves (a shape needed more than the
+  /// caller's and the own buffer held), a CUDA graph that captured the old address must be
+  /// captured again.
   virtual const void* workspace() const noexcept = 0;
+  /// Bytes of the engine's own workspace (0 while every plan fits the caller's).
+  virtual std::size_t own_workspace_bytes() const noexcept = 0;
   /// Execution plans built so far (one per shape and pass for cuDNN).
   virtual std::size_t cached_graphs() const noexcept = 0;
 };
 
-/// deterministic: the backward must give the same bits run to run.
+/// deterministic: the backward must give the same bits run to run (cuDNN: its deterministic
+/// algorithm, which on sm90 keeps dP in a B·H·T·T·2-byte workspace; otherwise the fast one, whose
+/// dQ atomics add in no fixed order).
 using attention_engine_factory = std::unique_ptr<attention_engine> (*)(bool deterministic);
 
 /// The cuDNN engine's factory, null until a translation unit of the program that includes

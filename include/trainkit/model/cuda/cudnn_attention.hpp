@@ -10,7 +10,13 @@
 // output through strides (no permute), out (B, T, C), softmax statistics lse (B, H, T) fp32 in
 // natural log (cuDNN's "stats"), dqkv (B, T, 3C) assigned. One graph per (B, T, H, hs, pass),
 // built on first use (validate, heuristics A then fallback, check_support, build_plans) and
-// cached; the workspace grows to the largest graph's need. trainkit::cudnn exists only when CMake
+// cached. Workspace: `plan_workspace` returns the shape's need before any run, so gpt2_cuda plans
+// it in its arena and hands it over with `use_workspace`; a graph needing more (a shape never
+// planned) runs in the engine's own buffer, grown to the largest such need. The backward's
+// algorithm is the choice of the constructor: deterministic (the same bits run to run; on sm90
+// cudnn-frontend 1.x then keeps dP in a workspace of B·H·T·T·2 bytes, ~805 MB at d12 B=32
+// T=1024, and is probably slower) or fast (dQ atomics, no fixed order; little workspace).
+// trainkit::cudnn exists only when CMake
 // found the cudnn-frontend headers (PyPI nvidia-cudnn-frontend) and libcudnn.
 #pragma once
 
@@ -19,6 +25,7 @@
 
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -85,15 +92,27 @@ class cudnn_attention final : public attention_engine {
 
   /// Graphs built so far (tests: one per shape and pass).
   std::size_t cached_graphs() const noexcept override { return graphs_.size(); }
-  /// The workspace every graph runs in. It moves when a new shape needs more: a CUDA graph that
-  /// captured the old address must be captured again.
+
+  /// Builds the shape's forward and backward graphs; the larger workspace either needs.
+  std::size_t plan_workspace(int B, int T, int C, int H) override {
+    check_shape(B, T, C, H);
+    return std::max(graph_for(false, B, T, C, H).workspace, graph_for(true, B, T, C, H).workspace);
+  }
+  /// Graphs whose workspace fits in `bytes` run at `p` (gpt2_cuda: a slot of its arena).
+  void use_workspace(void* p, std::size_t bytes) noexcept override {
+    external_ = p;
+    external_bytes_ = p ? bytes : 0;
+  }
+  /// The own workspace, for graphs the external one cannot hold. It moves when a new shape needs
+  /// more: a CUDA graph that captured the old address must be captured again.
   const void* workspace() const noexcept override { return workspace_.data(); }
+  std::size_t own_workspace_bytes() const noexcept override { return workspace_.size(); }
 
   /// out (B, T, C) and lse (B, H, T) from qkv (B, T, 3C), causal, scale 1/√hs.
   void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,
                cudaStream_t stream) override {
     check_shape(B, T, C, H);
-    auto& g = graph_for(false, B, T, C, H);
+    const planned& g = graph_for(false, B, T, C, H);
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
         {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
@@ -107,7 +126,7 @@ class cudnn_attention final : public attention_engine {
   void backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
                 const float* lse, int B, int T, int C, int H, cudaStream_t stream) override {
     check_shape(B, T, C, H);
-    auto& g = graph_for(true, B, T, C, H);
+    const planned& g = graph_for(true, B, T, C, H);
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
         {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
@@ -124,6 +143,10 @@ class cudnn_attention final : public attention_engine {
  private:
   using graph_ptr = std::shared_ptr<cudnn_frontend::graph::Graph>;
   using key = std::tuple<bool, int, int, int, int>;  // backward, B, T, H, hs
+  struct planned {
+    graph_ptr graph;
+    std::size_t workspace = 0;  // bytes its execution needs
+  };
 
   static void check_shape(int B, int T, int C, int H) {
     const char* name = "cudnn_attention";
@@ -136,12 +159,20 @@ class cudnn_attention final : public attention_engine {
     });
   }
 
-  void run(const graph_ptr& g, std::unordered_map<std::int64_t, void*>& pack, cudaStream_t stream) {
+  // In the caller's workspace when the graph's need fits, else in the own one (grown here: the
+  // first run of a shape is eager, never inside a CUDA graph capture).
+  void run(const planned& g, std::unordered_map<std::int64_t, void*>& pack, cudaStream_t stream) {
+    void* ws = external_;
+    if (g.workspace > external_bytes_) {
+      if (g.workspace > workspace_.size())
+        workspace_ = cuda::device_buffer<std::byte>(g.workspace);
+      ws = workspace_.data();
+    }
     cudnn_detail::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-    cudnn_detail::check(g->execute(handle_, pack, workspace_.data()), "graph execute");
+    cudnn_detail::check(g.graph->execute(handle_, pack, ws), "graph execute");
   }
 
-  const graph_ptr& graph_for(bool backward, int B, int T, int C, int H) {
+  const planned& graph_for(bool backward, int B, int T, int C, int H) {
     namespace fe = cudnn_frontend;
     const int hs = C / H;
     const key k{backward, B, T, H, hs};
@@ -205,14 +236,15 @@ class cudnn_attention final : public attention_engine {
     cudnn_detail::check(g->build_plans(handle_), "build_plans");
     std::int64_t ws = 0;
     cudnn_detail::check(g->get_workspace_size(ws), "get_workspace_size");
-    if (std::size_t(ws) > workspace_.size()) workspace_ = cuda::device_buffer<std::byte>(ws);
-    return graphs_.emplace(k, std::move(g)).first->second;
+    return graphs_.emplace(k, planned{std::move(g), std::size_t(ws)}).first->second;
   }
 
   bool deterministic_;
   cudnnHandle_t handle_ = nullptr;
-  std::map<key, graph_ptr> graphs_;
-  cuda::device_buffer<std::byte> workspace_;
+  std::map<key, planned> graphs_;
+  cuda::device_buffer<std::byte> workspace_;  // for graphs the external workspace cannot hold
+  void* external_ = nullptr;
+  std::size_t external_bytes_ = 0;
 };
 
 namespace cudnn_detail {

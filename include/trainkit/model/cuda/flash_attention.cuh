@@ -16,8 +16,8 @@
 // keeps dK and dV in shared fp32 and visits only the query tiles that see its keys, recomputing
 // P from the saved log-sum-exp; dQ is added with fp32 atomics into a (B, T, C) float buffer that
 // a last pass rounds into dqkv. Shared memory: forward 71 KiB (hs 64) / 111 KiB (hs 128),
-// backward 123 / 187 KiB, within the 227 KiB of an H100/H200 SM (opted in per kernel), so one
-// or two blocks per SM.
+// backward 105.5 / 170 KiB (S, dP and the dQ strip share one buffer, P stays in registers), within
+// the 227 KiB of an H100/H200 SM (opted in per kernel): two blocks per SM at hs 64 in both passes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -72,10 +72,13 @@ struct forward_smem {
   static constexpr std::size_t bytes = corr + block_q * 4;
 };
 
+// The scores S, then dP, then the dQ strip share one fp32 buffer: each warp uses only its own 16
+// rows of it, and keeps its P in registers while dP overwrites S. Without a separate dP buffer the
+// hs-64 backward needs 105.5 KiB, so two blocks fit an SM's 228 KiB (it needed 122.5: one).
 template <int hs>
 struct backward_smem {
   static constexpr int ld_h = hs + pad_h;       // k, v, q, dout tiles (bf16)
-  static constexpr int ld_s = block_k + pad_f;  // scores, dP (float)
+  static constexpr int ld_s = block_k + pad_f;  // scores, then dP, then a dQ strip (float)
   static constexpr int ld_p = block_k + pad_h;  // P, dS (bf16)
   static constexpr int ld_a = hs + pad_f;       // dK, dV accumulators (float)
   static constexpr std::size_t k = 0;
@@ -83,8 +86,7 @@ struct backward_smem {
   static constexpr std::size_t q = v + std::size_t(block_k) * ld_h * 2;
   static constexpr std::size_t dy = q + std::size_t(block_q) * ld_h * 2;
   static constexpr std::size_t s = dy + std::size_t(block_q) * ld_h * 2;
-  static constexpr std::size_t dp = s + std::size_t(block_q) * ld_s * 4;
-  static constexpr std::size_t p = dp + std::size_t(block_q) * ld_s * 4;
+  static constexpr std::size_t p = s + std::size_t(block_q) * ld_s * 4;
   static constexpr std::size_t ds = p + std::size_t(block_q) * ld_p * 2;
   static constexpr std::size_t dk = ds + std::size_t(block_q) * ld_p * 2;
   static constexpr std::size_t dv = dk + std::size_t(block_k) * ld_a * 4;
@@ -92,6 +94,9 @@ struct backward_smem {
   static constexpr std::size_t delta = lse + block_q * 4;
   static constexpr std::size_t bytes = delta + block_q * 4;
 };
+// Hopper: 228 KiB of shared memory per SM, 1 KiB of it reserved per block.
+static_assert(2 * (backward_smem<64>::bytes + 1024) <= 228 * 1024,
+              "two hs-64 backward blocks must fit one SM");
 
 // rows × hs bf16 from a (·, stride) matrix starting at row `first` into a padded shared tile;
 // rows at or past T become zeros (a garbage V row times a zero probability could be NaN).
@@ -278,7 +283,6 @@ __global__ void __launch_bounds__(flash::threads)
   bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
   bf16_t* sdy = reinterpret_cast<bf16_t*>(smem + L::dy);
   float* ss = reinterpret_cast<float*>(smem + L::s);
-  float* sdp = reinterpret_cast<float*>(smem + L::dp);
   bf16_t* sp = reinterpret_cast<bf16_t*>(smem + L::p);
   bf16_t* sds = reinterpret_cast<bf16_t*>(smem + L::ds);
   float* sdk = reinterpret_cast<float*>(smem + L::dk);
@@ -319,18 +323,29 @@ __global__ void __launch_bounds__(flash::threads)
     }
     __syncthreads();
 
+    // S = q·kᵀ (this warp's strip), P from it into registers (and bf16 for dV's product); then
+    // dP = dout·vᵀ into the same strip, dS from P and dP.
+    constexpr int per_lane = 16 * block_k / warp_size;
+    float p[per_lane];
     strip_times_transposed<hs>(ss + r0 * L::ld_s, L::ld_s, sq + r0 * L::ld_h, L::ld_h, sk, L::ld_h);
-    strip_times_transposed<hs>(sdp + r0 * L::ld_s, L::ld_s, sdy + r0 * L::ld_h, L::ld_h, sv,
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < per_lane; ++e) {
+      const int i = lane + e * warp_size;
+      const int r = r0 + i / block_k, c = i % block_k, t = q0 + r, j = k0 + c;
+      p[e] = (t < T && j <= t) ? exp2f(ss[r * L::ld_s + c] * scale_log2 - slse[r])  // j ≤ t < T
+                               : 0.0f;
+      sp[r * L::ld_p + c] = __float2bfloat16(p[e]);
+    }
+    __syncwarp();  // every lane has read its scores before dP overwrites them
+    strip_times_transposed<hs>(ss + r0 * L::ld_s, L::ld_s, sdy + r0 * L::ld_h, L::ld_h, sv,
                                L::ld_h);
     __syncwarp();
-    for (int i = lane; i < 16 * block_k; i += warp_size) {
-      const int r = r0 + i / block_k, c = i % block_k, t = q0 + r, j = k0 + c;
-      float p = 0.0f, ds = 0.0f;
-      if (t < T && j <= t) {  // j ≤ t < T: the key is real too
-        p = exp2f(ss[r * L::ld_s + c] * scale_log2 - slse[r]);
-        ds = p * (sdp[r * L::ld_s + c] - sdelta[r]) * scale;
-      }
-      sp[r * L::ld_p + c] = __float2bfloat16(p);
+#pragma unroll
+    for (int e = 0; e < per_lane; ++e) {
+      const int i = lane + e * warp_size;
+      const int r = r0 + i / block_k, c = i % block_k;
+      const float ds = p[e] * (ss[r * L::ld_s + c] - sdelta[r]) * scale;  // 0 where P is
       sds[r * L::ld_p + c] = __float2bfloat16(ds);
     }
     __syncthreads();  // dV and dK need every warp's rows of P and dS
@@ -357,7 +372,7 @@ __global__ void __launch_bounds__(flash::threads)
       wmma::store_matrix_sync(dk_tile, acc_k, L::ld_a, wmma::mem_row_major);
     }
     // dQ (rows r0.., hs) += dS · k, 64 columns at a time through this warp's strip of ss (its
-    // scores are already consumed), then atomically into the fp32 accumulator.
+    // dP is already consumed), then atomically into the fp32 accumulator.
     for (int n0 = 0; n0 < hs; n0 += block_k) {
       for (int n = 0; n < block_k / 16; ++n) {
         frag_acc acc;

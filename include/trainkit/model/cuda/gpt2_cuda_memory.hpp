@@ -36,9 +36,16 @@ struct gpt2_cuda_options {
   /// in backward (keeps only its input); 2 also recomputes the LayerNorm outputs (keeps the
   /// residual stream and the per-row mean and rstd).
   int recompute = 0;
-  /// No atomics whose order varies: the wte gradient is summed per token in row order (the host
-  /// groups rows by token), so two runs from one state give bit-identical losses and gradients.
+  /// No atomics whose order varies and no autotuned GEMM algorithm, so two runs from one state
+  /// give bit-identical losses and gradients (flash attention, whose dq atomics vary, is refused).
   bool deterministic = true;
+  /// The wte gradient with bf16x2 atomics instead of the fp32 token buckets (built on the device
+  /// in either mode, model/cuda/token_buckets.cuh). Off by default in every mode: each atomic add
+  /// rounds to bf16, so a token seen n times in a micro-batch collects ~n roundings — on real
+  /// text (",", "the" 1,000–3,000 times per micro-batch) its gradient ends 3–6% off, against one
+  /// rounding (2⁻⁹) for the buckets (detail/token_buckets.hpp; test_model_token_buckets).
+  /// Refused in deterministic mode (the atomics' order varies).
+  bool embedding_atomics = false;
   /// Arena shape to reserve up front; 0 = sized by the first batch. A later batch with B and T no
   /// larger reuses the arena; a larger one grows it.
   int batch_size = 0;
@@ -73,19 +80,32 @@ struct gpt2_cuda_arena_plan {
   arena_slot encoded, ln1, ln1_mean, ln1_rstd, qkvr, att, lse, atty, res2, ln2, ln2_mean, ln2_rstd,
       fch, fch_gelu, res3, lnf, lnf_mean, lnf_rstd, logits, losses;
   // Reused layer after layer (scratch). scores, dscores, heads, dqkvr: naive attention only;
-  // att_delta, dq_accum: flash only.
+  // att_delta, dq_accum: flash only; attention_workspace: cuDNN's (the bytes its plans need).
   arena_slot qkv, proj, scores, dscores, heads, dqkvr, att_delta, dq_accum, dres, dln, datty, dfch,
-      ln_partial, bias_grad, buckets;
+      ln_partial, bias_grad, buckets, attention_workspace;
 
   std::size_t activation_bytes = 0;
   std::size_t scratch_bytes = 0;
   std::size_t total_bytes = 0;  // activation_bytes + scratch_bytes (+ alignment padding)
 };
 
-/// Lays out the arena for batches of B rows of T tokens.
+/// The workspace cuDNN's attention plans need at (B, T), as cudnn-frontend 1.x plans them on sm90
+/// — an estimate for planning without a device (gpt2_cuda asks cuDNN for the real figure): the
+/// deterministic backward keeps dP, B·H·T·T bf16 values (~805 MB at d12 B=32 T=1024); the fast
+/// one a dQ accumulator and row statistics in fp32, B·T·C·4 + B·H·T·4 bytes.
+inline std::size_t cudnn_attention_workspace_estimate(const gpt2_config& cfg, int B, int T,
+                                                      bool deterministic) {
+  const std::size_t b = std::size_t(B), t = std::size_t(T), h = std::size_t(cfg.num_heads);
+  if (deterministic) return b * h * t * t * 2;
+  return b * t * std::size_t(cfg.channels) * 4 + b * h * t * 4;
+}
+
+/// Lays out the arena for batches of B rows of T tokens; `attention_workspace_bytes` is the
+/// attention engine's workspace (cuDNN's; 0 for naive and flash), planned as scratch.
 inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, int T,
                                                  int recompute,
-                                                 gpt2_attention attention = gpt2_attention::naive) {
+                                                 gpt2_attention attention = gpt2_attention::naive,
+                                                 std::size_t attention_workspace_bytes = 0) {
   cfg.validate();
   if (B <= 0 || T <= 0 || T > cfg.max_seq_len)
     throw config_error("gpt2_cuda: batch shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
@@ -145,6 +165,7 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.ln_partial, kernels::layernorm_partial_floats(N, int(C)) * f32);
   take(p.bias_grad, 4 * C * bf);
   take(p.buckets, (3 * N + 2) * 4);  // token_buckets::packed(): 1 + U + (U + 1) + N, U ≤ N
+  take(p.attention_workspace, attention_workspace_bytes);
   p.total_bytes = at;
   p.scratch_bytes = at - p.activation_bytes;
   return p;
@@ -156,7 +177,8 @@ struct gpt2_cuda_memory_report {
   std::size_t gradients = 0;    // bf16 gradients
   std::size_t optimizer = 0;    // adamw_cuda: fp32 master weights and both moments (12 B/param)
   std::size_t activations = 0;  // kept from forward for backward
-  std::size_t workspace = 0;    // arena scratch (backward's temporaries) + the cuBLASLt workspace
+  std::size_t workspace = 0;    // arena scratch (backward's temporaries, cuDNN's attention
+                                // workspace) + the cuBLASLt workspace
 
   std::size_t total() const noexcept {
     return parameters + gradients + optimizer + activations + workspace;
@@ -179,10 +201,14 @@ struct gpt2_cuda_memory_report {
 
 inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = std::size_t(32) << 20;
 
-/// What a CUDA GPT-2 of shape `cfg` trained with adamw_cuda uses for batches of (B, T).
+/// What a CUDA GPT-2 of shape `cfg` trained with adamw_cuda uses for batches of (B, T), with
+/// `attention_workspace_bytes` of attention workspace (cuDNN: the model's figure, or
+/// cudnn_attention_workspace_estimate without a device).
 inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, int T, int recompute,
-                                                gpt2_attention attention = gpt2_attention::naive) {
-  const gpt2_cuda_arena_plan p = plan_gpt2_cuda_arena(cfg, B, T, recompute, attention);
+                                                gpt2_attention attention = gpt2_attention::naive,
+                                                std::size_t attention_workspace_bytes = 0) {
+  const gpt2_cuda_arena_plan p =
+      plan_gpt2_cuda_arena(cfg, B, T, recompute, attention, attention_workspace_bytes);
   gpt2_cuda_memory_report r;
   r.parameters = cfg.num_parameters() * 2;
   r.gradients = r.parameters;

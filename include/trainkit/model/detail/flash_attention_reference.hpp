@@ -23,6 +23,8 @@
 #include <limits>
 #include <vector>
 
+#include "trainkit/core/cuda/host_device.hpp"
+
 namespace trainkit::model::detail {
 
 /// Tile sizes shared by the CPU twin and the CUDA kernels: 64 query rows (4 warps of 16) by 64
@@ -34,18 +36,18 @@ struct flash_tiles {
 static_assert(flash_tiles::block_q == flash_tiles::block_k,
               "the causal skips below assume square tiles");
 
-constexpr int flash_tile_count(int T, int block) {
+TRAINKIT_HOST_DEVICE constexpr int flash_tile_count(int T, int block) {
   return (T + block - 1) / block;
 }
 
 /// Key tiles query tile `qt` visits: 0 .. flash_last_key_tile(qt); later ones are fully masked.
-constexpr int flash_last_key_tile(int qt) {
+TRAINKIT_HOST_DEVICE constexpr int flash_last_key_tile(int qt) {
   return qt * flash_tiles::block_q / flash_tiles::block_k;
 }
 
 /// Query tiles key tile `kt` is seen by: flash_first_query_tile(kt) .. the last; earlier ones
 /// are fully masked.
-constexpr int flash_first_query_tile(int kt) {
+TRAINKIT_HOST_DEVICE constexpr int flash_first_query_tile(int kt) {
   return kt * flash_tiles::block_k / flash_tiles::block_q;
 }
 

@@ -100,4 +100,18 @@ inline void encoder_backward_buckets_twin(std::span<float> dwte, std::span<const
   }
 }
 
+/// encoder_backward_atomic_kernel's arithmetic on the CPU, in row order (one of the orders the
+/// atomics may take): each row's value is added to dwte (V, C) and the sum rounded to bf16 at once,
+/// as a bf16 atomicAdd does. Out-of-range tokens are skipped, as by the kernel.
+inline void encoder_backward_atomic_twin(std::span<float> dwte, std::span<const float> dout,
+                                         std::span<const std::int32_t> tokens, int V, int C) {
+  for (std::size_t row = 0; row < tokens.size(); ++row) {
+    const std::int32_t tok = tokens[row];
+    if (tok < 0 || tok >= V) continue;
+    float* g = dwte.data() + std::size_t(tok) * std::size_t(C);
+    const float* d = dout.data() + row * std::size_t(C);
+    for (int c = 0; c < C; ++c) g[c] = bf16::from_float(g[c] + d[c]).to_float();
+  }
+}
+
 }  // namespace trainkit::model::kernels

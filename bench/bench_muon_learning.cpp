@@ -1,0 +1,330 @@
+// bench_muon_learning — does Muon learn faster than AdamW? Steps to reach AdamW's best validation
+// loss, AdamW at the best of 3 learning rates against the Muon family at its defaults.
+//
+// Goal (issue 27): Muon needs <= 0.8 × the steps AdamW needs to reach AdamW's best validation
+// loss, d6 GPT-2, the same data in the same order and the same tokens per step for every run.
+//
+// It prepares its own data from real text already on the machine — the plain-text files under
+// /usr/share/doc (READMEs, changelogs, licences, manuals; each distinct text once) and the
+// repository's docs/ and sources — tokenised with the bundled GPT-2 vocabulary into a training
+// shard and a validation shard (every 20th document), and refuses to run when one epoch of the
+// training shard would not cover the run (steps × tokens per step): every run sees fresh text at
+// every step. Then it trains four runs with the trainer (gpt2_cpu, sequential order, the same seed
+// and initial weights): AdamW at 3 rates (1e-3, 2e-3, 4e-3; warmup then cosine to 10%) and
+// muon_cpu with muon_config's defaults (Muon at 0.02 on the matrices; AdamW's half at the best
+// AdamW run's rate and schedule, so the comparison is about the matrices), evaluating every
+// --eval-every steps on the same validation batches. AdamW's best is the lowest validation loss of
+// any AdamW run; its steps are the first evaluation at which that run reached it, Muon's the first
+// evaluation at which Muon's validation loss was at or below it.
+//
+// Writes into OUT_DIR: data/ (the shards), curves.jsonl (run, lr, step, val_loss per evaluation),
+// curves.svg (the validation curves), summary.txt (the table printed last). Every run's metrics go
+// to OUT_DIR/<run>.jsonl as it trains, so it can run in the background and be watched:
+//
+//   nohup bench_muon_learning OUT_DIR [--model d6] [--steps 300] [--batch 8] [--seq 256]
+//        [--eval-every 25] [--eval-batches 16] > OUT_DIR.log 2>&1 &
+// d6 at 2,048 tokens per step takes a few seconds a step on 2 cores: ~1.5 h for the four runs.
+// --model d2 --steps 40 --eval-every 10 is a smoke run of a few minutes.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <unordered_set>
+#include <vector>
+
+#include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/data/mmap_token_source.hpp"
+#include "trainkit/data/shard_format.hpp"
+#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/muon_cpu.hpp"
+#include "trainkit/prefetch/threaded_prefetcher.hpp"
+#include "trainkit/tokenizer/gpt2_tokenizer.hpp"
+#include "trainkit/tokenizer/vocab_files.hpp"
+#include "trainkit/trainer/trainer.hpp"
+
+namespace {
+
+namespace tk = trainkit;
+namespace fs = std::filesystem;
+
+struct options {
+  fs::path out;
+  std::string model = "d6";
+  int steps = 300, batch = 8, seq = 256, eval_every = 25, eval_batches = 16;
+  float adamw_lrs[3] = {1e-3f, 2e-3f, 4e-3f};
+  int warmup = 20;
+};
+
+struct curve {
+  std::string name;
+  float lr = 0;
+  std::vector<std::pair<std::uint64_t, double>> val;  // (step, val_loss)
+};
+
+// Text files under `root` (sorted, so the data does not depend on directory order): regular,
+// uncompressed, 200 B to 2 MB, mostly printable.
+std::vector<fs::path> text_files(const fs::path& root, const std::vector<std::string>& exts) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(
+           root, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const fs::path& p = it->path();
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const auto size = it->file_size(ec);
+    if (ec || size < 200 || size > (2u << 20)) continue;
+    const std::string ext = p.extension().string();
+    if (ext == ".gz" || ext == ".bz2" || ext == ".xz" || ext == ".png" || ext == ".jpg" ||
+        ext == ".gif" || ext == ".pdf" || ext == ".svg" || ext == ".bin")
+      continue;
+    if (!exts.empty() && std::find(exts.begin(), exts.end(), ext) == exts.end()) continue;
+    out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool mostly_text(const std::string& s) {
+  std::size_t odd = 0;
+  for (unsigned char c : s)
+    if (c == 0 || (c < 32 && c != '\n' && c != '\t' && c != '\r')) ++odd;
+  return odd * 100 < s.size();
+}
+
+// Tokenises every document (EOT before each, as the shard format wants) into train and val.
+void prepare(const options& o, std::size_t& train_tokens, std::size_t& val_tokens) {
+  const fs::path data = o.out / "data";
+  fs::create_directories(data);
+  if (fs::exists(data / "train_000.bin") && fs::exists(data / "val_000.bin")) {
+    train_tokens = tk::data::read_shard_header((data / "train_000.bin").string()).token_count;
+    val_tokens = tk::data::read_shard_header((data / "val_000.bin").string()).token_count;
+    return;
+  }
+  const auto tok =
+      tk::tokenizer::gpt2_tokenizer::from_directory(tk::tokenizer::resolve_vocab_dir(""));
+  std::vector<fs::path> files = text_files("/usr/share/doc", {});
+  for (const char* sub : {"docs", "include", "examples"}) {
+    const auto more = text_files(fs::path(TRAINKIT_SOURCE_DIR) / sub, {".md", ".hpp", ".cpp"});
+    files.insert(files.end(), more.begin(), more.end());
+  }
+  std::vector<std::uint16_t> train, val;
+  const tk::tokenizer::encode_options enc{.on_invalid = tk::tokenizer::invalid_utf8::replace};
+  std::size_t docs = 0;
+  std::unordered_set<std::size_t> seen;
+  for (const fs::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    // Licence texts repeat across packages: each distinct text once, so validation documents
+    // are not copies of training ones.
+    if (!mostly_text(text) || !seen.insert(std::hash<std::string>{}(text)).second) continue;
+    std::vector<std::uint16_t>& into = docs++ % 20 == 19 ? val : train;
+    into.push_back(std::uint16_t(tok.eot_token()));
+    for (std::uint32_t id : tok.encode(text, enc)) into.push_back(std::uint16_t(id));
+  }
+  tk::data::write_shard((data / "train_000.bin").string(), train);
+  tk::data::write_shard((data / "val_000.bin").string(), val);
+  train_tokens = train.size();
+  val_tokens = val.size();
+  std::printf("prepared %zu documents from %zu files: %zu training, %zu validation tokens\n", docs,
+              files.size(), train_tokens, val_tokens);
+}
+
+template <class Optimizer>
+curve train(const options& o, const std::string& name, float lr,
+            typename Optimizer::config_type opt_config) {
+  tk::trainer_config cfg;
+  cfg.steps = o.steps;
+  cfg.schedule.kind = tk::optim::schedule_kind::cosine;
+  cfg.schedule.max_lr = lr;
+  cfg.schedule.warmup_steps = o.warmup;
+  cfg.schedule.final_lr_frac = 0.1f;
+  cfg.eval_every = o.eval_every;
+  cfg.eval_batches = o.eval_batches;
+  cfg.output.metrics_path = o.out / (name + ".jsonl");
+  cfg.output.console.quiet = true;
+  const std::string data = (o.out / "data").string();
+  const tk::data::mmap_source_config train_data{
+      data + "/train_*.bin", o.batch, o.seq, 50257, tk::data::order_kind::sequential, 1};
+  tk::data::mmap_source_config val_data = train_data;
+  val_data.pattern = data + "/val_*.bin";
+  tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
+              Optimizer, tk::checkpoint::no_checkpoint>
+      t(cfg, tk::data::mmap_token_source(train_data), tk::data::mmap_token_source(val_data),
+        tk::model::gpt2_cpu(tk::model::gpt2_config::preset(o.model), 1337), opt_config,
+        tk::checkpoint::no_checkpoint{});
+  curve c{name, lr, {}};
+  t.on_step([&](const tk::step_metrics& m) {
+    if (!std::isnan(m.val_loss)) {
+      c.val.push_back({m.step, m.val_loss});
+      std::printf("  %-14s step %5llu  val %.4f\n", name.c_str(), (unsigned long long)m.step,
+                  m.val_loss);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  t.run();
+  return c;
+}
+
+double min_val(const curve& c) {
+  double b = std::numeric_limits<double>::infinity();
+  for (const auto& p : c.val) b = std::min(b, p.second);
+  return b;
+}
+
+// The first evaluation step at which `c` is at or below `loss`; 0 if never.
+std::uint64_t steps_to(const curve& c, double loss) {
+  for (const auto& [step, v] : c.val)
+    if (v <= loss) return step;
+  return 0;
+}
+
+void write_svg(const fs::path& path, const std::vector<curve>& curves) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, last = 1;
+  for (const curve& c : curves)
+    for (const auto& [s, v] : c.val) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      last = std::max(last, double(s));
+    }
+  const double W = 720, H = 420, L = 60, R = 170, T = 20, B = 40;
+  auto x = [&](double s) { return L + (W - L - R) * s / last; };
+  auto y = [&](double v) { return T + (H - T - B) * (hi - v) / std::max(hi - lo, 1e-9); };
+  const char* colors[] = {"#9ecae1", "#4292c6", "#08519c", "#d62728", "#2ca02c"};
+  std::ofstream f(path);
+  f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
+  f << "<text x='" << L << "' y='14'>validation loss over optimizer steps</text>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double v = lo + (hi - lo) * k / 4;
+    f << "<line x1='" << L << "' x2='" << W - R << "' y1='" << y(v) << "' y2='" << y(v)
+      << "' stroke='#ddd'/><text x='4' y='" << y(v) + 4 << "'>" << std::round(v * 100) / 100
+      << "</text>\n";
+  }
+  f << "<text x='" << (W - R) / 2 << "' y='" << H - 8 << "'>step (0 to " << last << ")</text>\n";
+  for (std::size_t i = 0; i < curves.size(); ++i) {
+    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 5] << "' points='";
+    for (const auto& [s, v] : curves[i].val) f << x(double(s)) << "," << y(v) << " ";
+    f << "'/>\n<text x='" << W - R + 10 << "' y='" << T + 16 * (i + 1) << "' fill='"
+      << colors[i % 5] << "'>" << curves[i].name << "</text>\n";
+  }
+  f << "</svg>\n";
+}
+
+int usage(const char* what) {
+  std::fprintf(stderr,
+               "bench_muon_learning: %s\nusage: bench_muon_learning OUT_DIR [--model d6] "
+               "[--steps N] [--batch B] [--seq T] [--eval-every N] [--eval-batches N]\n",
+               what);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--model")
+        o.model = value();
+      else if (a == "--steps")
+        o.steps = std::stoi(value());
+      else if (a == "--batch")
+        o.batch = std::stoi(value());
+      else if (a == "--seq")
+        o.seq = std::stoi(value());
+      else if (a == "--eval-every")
+        o.eval_every = std::stoi(value());
+      else if (a == "--eval-batches")
+        o.eval_batches = std::stoi(value());
+      else if (!a.empty() && a[0] != '-' && o.out.empty())
+        o.out = a;
+      else
+        return usage(("unknown argument " + a).c_str());
+    } catch (const std::exception& e) {
+      return usage(e.what());
+    }
+  }
+  if (o.out.empty()) return usage("OUT_DIR is required");
+  try {
+    std::size_t train_tokens = 0, val_tokens = 0;
+    prepare(o, train_tokens, val_tokens);
+    const std::size_t needed = std::size_t(o.steps) * std::size_t(o.batch) * std::size_t(o.seq);
+    if (train_tokens < needed + 1 || val_tokens < std::size_t(o.eval_batches * o.batch * o.seq + 1))
+      return usage(("the text gives " + std::to_string(train_tokens) + " training tokens but " +
+                    std::to_string(o.steps) + " steps need more than one epoch of " +
+                    std::to_string(needed))
+                       .c_str());
+    std::printf("%s, %d steps of %d tokens (%.0f%% of one epoch), eval every %d steps\n",
+                o.model.c_str(), o.steps, o.batch * o.seq, 100.0 * double(needed) / train_tokens,
+                o.eval_every);
+    std::vector<curve> curves;
+    for (float lr : o.adamw_lrs) {
+      char name[32];
+      std::snprintf(name, sizeof name, "adamw_%g", double(lr));
+      curves.push_back(train<tk::optim::adamw_cpu>(o, name, lr, tk::optim::adamw_config{}));
+    }
+    // Muon at its defaults on the matrices; AdamW's half at the rate of the best AdamW run, so the
+    // comparison is about what Muon does to the matrices.
+    const curve* best_adamw = &curves[0];
+    for (const curve& c : curves)
+      if (min_val(c) < min_val(*best_adamw)) best_adamw = &c;
+    tk::optim::muon_config muon;
+    muon.schedule_max_lr = best_adamw->lr;
+    curves.push_back(train<tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon));
+
+    std::ofstream jl(o.out / "curves.jsonl");
+    for (const curve& c : curves)
+      for (const auto& [s, v] : c.val)
+        jl << "{\"run\":\"" << c.name << "\",\"lr\":" << c.lr << ",\"step\":" << s
+           << ",\"val_loss\":" << v << "}\n";
+    write_svg(o.out / "curves.svg", curves);
+
+    double best = std::numeric_limits<double>::infinity();
+    const curve* best_run = nullptr;
+    for (std::size_t i = 0; i < 3; ++i)
+      for (const auto& [s, v] : curves[i].val)
+        if (v < best) best = v, best_run = &curves[i];
+    const std::uint64_t adamw_steps = steps_to(*best_run, best);
+    const std::uint64_t muon_steps = steps_to(curves[3], best);
+    std::ostringstream s;
+    s << "bench_muon_learning: " << o.model << ", " << o.steps << " steps of " << o.batch * o.seq
+      << " tokens\n";
+    for (const curve& c : curves)
+      s << "  " << c.name << ": final val " << (c.val.empty() ? NAN : c.val.back().second)
+        << ", best " << min_val(c) << "\n";
+    s << "  AdamW's best val loss " << best << " (" << best_run->name << ") at step " << adamw_steps
+      << "\n";
+    if (muon_steps == 0) {
+      s << "  Muon never reached it: goal <= 0.8x NOT met\n";
+    } else {
+      const double ratio = double(muon_steps) / double(adamw_steps);
+      s << "  Muon reached it at step " << muon_steps << ": " << ratio
+        << "x AdamW's steps   goal <= 0.8x " << (ratio <= 0.8 ? "(met)" : "(NOT met)") << "\n";
+    }
+    std::fputs(s.str().c_str(), stdout);
+    std::ofstream(o.out / "summary.txt") << s.str();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_muon_learning: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,392 @@
+// trainkit/optim/muon_cpu.hpp — the Muon optimizer family on the host: Muon for the hidden
+// matrices, AdamW for everything else, the split made by parameter role.
+//
+// Muon (Keller Jordan, https://kellerjordan.github.io/posts/muon/, and
+// github.com/KellerJordan/Muon) updates a weight matrix with the orthogonalised momentum of its
+// gradient. Per matrix, per step:
+//   buf ← β·buf + (1−β)·g                          momentum (g already times the clip factor)
+//   u   ← g + β·(buf − g)   (Nesterov; buf without)
+//   O   ← NewtonSchulz5(u)                         ≈ U·Vᵀ of u (optim/detail/newton_schulz.hpp)
+//   p   ← p·(1 − η·λ) − η·√max(1, rows/cols)·O     decoupled weight decay, then the update
+// The shape factor is the published Muon's (`max(1, rows/cols)^0.5`, rows = output features as a
+// PyTorch Linear stores them, which is how trainkit's models store matrices too): O has unit
+// singular values, so its RMS is 1/√max(rows, cols); the factor lifts a tall matrix's update to the
+// RMS of a square one, 1/√cols. We keep that convention rather than Moonshot's 0.2·√max(rows, cols)
+// (RMS matched to AdamW's) because the published default rate η = 0.02 is tuned for it and the
+// golden fixtures pin the published algorithm.
+//
+// "A matrix" is one 2-D slice of a tensor whose role is in muon_config::muon_roles (by default
+// `matrix`): a stacked [L, rows, cols] tensor is L matrices, and a slice fusing several matrices
+// (tensor_info::row_parts: GPT-2's qkvw is q, k and v) is one matrix per part, as modded-nanogpt
+// treats q, k and v. Every other tensor (embeddings, an untied head, norms, biases) and any padding
+// between tensors goes to basic_adamw_cpu, reused as it is: those elements are packed into one
+// buffer, updated there and written back, so AdamW's arithmetic exists once in the code base.
+//
+// Muon's rate follows the schedule: the trainer hands `lr`, the schedule's value, which AdamW uses
+// as it is; Muon uses lr · muon_config::lr / muon_config::schedule_max_lr (muon_config.hpp).
+//
+// Matrices are orthogonalised in parallel (OpenMP over matrices, one thread per matrix), so the
+// result depends neither on the thread count nor on the order matrices are taken in. State:
+// "optim.muon.momentum" (every matrix's buffer, packed in layout order), AdamW's moments as
+// "optim.adamw.m"/"optim.adamw.v" over the packed other elements, and "optim.step"; the names
+// differ from adamw_cpu's so that neither optimizer resumes from the other's checkpoint. One rank
+// of optim/sharded_muon_cpu.hpp is this class constructed for a contiguous range of the matrices
+// (muon_shards): it keeps and updates only those.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/detail/newton_schulz.hpp"
+#include "trainkit/optim/muon_config.hpp"
+
+namespace trainkit::optim {
+
+/// One matrix Muon updates: `rows` × `cols` elements, contiguous at `offset` in the model's flat
+/// buffer and at `state_offset` in the packed momentum buffer.
+struct muon_matrix {
+  std::size_t offset = 0;
+  std::size_t state_offset = 0;
+  std::int64_t rows = 0, cols = 0;
+
+  std::size_t numel() const noexcept { return std::size_t(rows) * std::size_t(cols); }
+  friend bool operator==(const muon_matrix&, const muon_matrix&) = default;
+};
+
+/// The matrices Muon updates in `layout` (tensors whose role is in `roles`), in the order of
+/// their offsets: every 2-D slice, every part of a fused slice. Throws config_error, prefixed by
+/// `who`, for a 1-D tensor in those roles or row_parts that do not sum to the slice's rows.
+inline std::vector<muon_matrix> muon_matrices(std::span<const tensor_info> layout,
+                                              tensor_role_set roles, std::string_view who) {
+  std::vector<const tensor_info*> sorted;
+  for (const tensor_info& t : layout)
+    if (roles.contains(t.role)) sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
+  std::vector<muon_matrix> out;
+  std::size_t state = 0;
+  for (const tensor_info* t : sorted) {
+    if (t->shape.size() < 2)
+      throw config_error(std::string(who) + ": tensor '" + t->name + "' has role " +
+                         std::string(tensor_role_name(t->role)) +
+                         ", which muon_config.muon_roles gives to Muon, but is not a matrix");
+    std::vector<std::int64_t> parts = t->row_parts;
+    if (parts.empty()) parts.push_back(t->rows());
+    if (std::accumulate(parts.begin(), parts.end(), std::int64_t{0}) != t->rows() ||
+        std::any_of(parts.begin(), parts.end(), [](std::int64_t r) { return r <= 0; }))
+      throw config_error(std::string(who) + ": tensor '" + t->name +
+                         "' has row_parts that do not split its " + std::to_string(t->rows()) +
+                         " rows into positive parts");
+    std::size_t offset = t->offset;
+    for (std::size_t slice = 0; slice < t->slices(); ++slice)
+      for (std::int64_t r : parts) {
+        out.push_back({offset, state, r, t->cols()});
+        offset += out.back().numel();
+        state += out.back().numel();
+      }
+  }
+  return out;
+}
+
+/// Elements [offset, offset + count) of the packed momentum of every matrix.
+struct muon_state_range {
+  std::size_t offset = 0, count = 0;
+};
+
+/// Matrices [first, last) of a muon_matrices list: the ones an optimizer instance updates.
+struct muon_matrix_range {
+  std::size_t first = 0, last = 0;
+
+  friend bool operator==(const muon_matrix_range&, const muon_matrix_range&) = default;
+};
+
+/// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
+/// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
+/// cost first reaches r/world_size of the total. Every rank computes the same cut from the same
+/// layout; a rank may get none when there are fewer matrices than ranks.
+inline std::vector<muon_matrix_range> muon_shards(std::span<const muon_matrix> matrices,
+                                                  int world_size, int ns_steps) {
+  if (world_size <= 0) throw config_error("muon_shards: world size " + std::to_string(world_size));
+  std::vector<double> cost_before(matrices.size() + 1, 0.0);  // cost of matrices [0, i)
+  for (std::size_t i = 0; i < matrices.size(); ++i)
+    cost_before[i + 1] =
+        cost_before[i] + detail::newton_schulz_flops(matrices[i].rows, matrices[i].cols, ns_steps);
+  const double total = cost_before.back();
+  std::vector<muon_matrix_range> out;
+  std::size_t first = 0;
+  for (int r = 0; r < world_size; ++r) {
+    std::size_t last = matrices.size();
+    if (r + 1 < world_size) {
+      const double goal = total * double(r + 1) / double(world_size);
+      last = first;  // the first cut at or past the goal, nearer side: as even as whole matrices
+      while (last < matrices.size() && cost_before[last + 1] <= goal) ++last;
+      if (last < matrices.size() && goal - cost_before[last] > cost_before[last + 1] - goal) ++last;
+    }
+    out.push_back({first, last});
+    first = last;
+  }
+  return out;
+}
+
+/// Muon for the matrices and AdamW for the rest, over a host-memory model of `Scalar`s.
+template <class Scalar>
+class basic_muon_cpu {
+  static_assert(std::floating_point<Scalar>, "basic_muon_cpu computes in float or double");
+
+  // The elements AdamW updates, packed into buffers of their own: a model adamw_cpu can update.
+  struct packed_view {
+    using memory_space = host_memory;
+    using parameter_type = Scalar;
+    std::span<Scalar> params, grads;
+    std::span<const tensor_info> layout;
+    std::span<const tensor_info> parameter_layout() const { return layout; }
+    std::span<Scalar> parameters() { return params; }
+    std::span<Scalar> gradients() { return grads; }
+    std::size_t num_parameters() const { return params.size(); }
+  };
+
+  struct run {  // elements [begin, end) of the flat buffer that AdamW updates
+    std::size_t begin = 0, end = 0;
+  };
+
+ public:
+  using memory_space = host_memory;
+  using parameter_type = Scalar;
+  using config_type = muon_config;
+
+  /// Finds the matrices (by role), zeroes the momentum and AdamW's moments. Throws config_error
+  /// for a bad config or layout.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_muon_cpu(const M& model,
+                                                                              muon_config config)
+      : basic_muon_cpu(model, config, std::nullopt) {}
+
+  /// Updates (and keeps momentum for) only matrices [owned.first, owned.last) of `matrices()`,
+  /// leaving the others' parameters as they are, and AdamW's half whole: the part of one rank of
+  /// a sharded Muon (optim/sharded_muon_cpu.hpp), which gathers the others' matrices itself.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_muon_cpu(
+      const M& model, muon_config config, std::optional<muon_matrix_range> owned)
+      : config_((config.validate(), config)),
+        n_(std::size_t(model.num_parameters())),
+        matrices_(muon_matrices(model.parameter_layout(), config_.muon_roles, "muon_cpu")),
+        adamw_runs_(other_runs(matrices_, n_)),
+        adamw_layout_(packed_layout(model.parameter_layout(), config_.muon_roles, adamw_runs_)),
+        packed_params_(packed_size(adamw_runs_)),
+        packed_grads_(packed_params_.size()),
+        adamw_(packed_view{packed_params_, packed_grads_, adamw_layout_}, config_.adamw) {
+    for (const muon_matrix& m : matrices_) {
+      if (m.offset + m.numel() > n_)
+        throw config_error("muon_cpu: a matrix at offset " + std::to_string(m.offset) +
+                           " leaves the model's " + std::to_string(n_) + " parameters");
+      total_state_ += m.numel();
+    }
+    owned_ = owned.value_or(muon_matrix_range{0, matrices_.size()});
+    if (owned_.first > owned_.last || owned_.last > matrices_.size())
+      throw config_error("muon_cpu: matrices [" + std::to_string(owned_.first) + ", " +
+                         std::to_string(owned_.last) + ") are not among the model's " +
+                         std::to_string(matrices_.size()));
+    state_begin_ =
+        owned_.first < matrices_.size() ? matrices_[owned_.first].state_offset : total_state_;
+    const std::size_t state_end =
+        owned_.last < matrices_.size() ? matrices_[owned_.last].state_offset : total_state_;
+    momentum_.assign(state_end - state_begin_, Scalar(0));
+  }
+
+  /// The threshold the trainer's clipping step uses: AdamW's (adamw_config::grad_clip).
+  double max_grad_norm() const noexcept { return config_.adamw.grad_clip; }
+
+  /// One step: AdamW over the other elements at rate `lr`, Muon over the matrices at rate
+  /// lr · muon lr / schedule_max_lr, both from the gradients times `clip.factor`.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> &&
+      std::same_as<typename M::parameter_type, Scalar>
+  void update(M& model, float lr, const clip_scale<host_memory>& clip, host_context& ctx) {
+    const std::span<Scalar> params = model.parameters(), grads = model.gradients();
+    if (params.size() != n_ || grads.size() != n_)
+      throw config_error("muon_cpu: model has " + std::to_string(params.size()) +
+                         " parameters and " + std::to_string(grads.size()) +
+                         " gradients but the optimizer was built for " + std::to_string(n_));
+    update_adamw(params, grads, lr, clip, ctx);
+    const Scalar rate =
+        static_cast<Scalar>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
+    update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor));
+  }
+
+  /// Updates applied so far.
+  std::uint64_t steps_taken() const noexcept { return adamw_.steps_taken(); }
+
+  /// "optim.muon.momentum" ({matrix elements}), "optim.adamw.m", "optim.adamw.v" ({other
+  /// elements}) and "optim.step" (u64 {1}), viewing this optimizer's own storage.
+  std::vector<state_tensor> state() {
+    std::vector<state_tensor> out = adamw_.state();
+    for (state_tensor& t : out) {
+      if (t.name == "optim.m") t.name = "optim.adamw.m";
+      if (t.name == "optim.v") t.name = "optim.adamw.v";
+    }
+    out.push_back(make_state_tensor("optim.muon.momentum", std::span<Scalar>(momentum_),
+                                    {std::int64_t(momentum_.size())}));
+    return out;
+  }
+
+  const muon_config& config() const noexcept { return config_; }
+  /// Every matrix of the model Muon treats, in layout order (this instance updates `owned()`).
+  std::span<const muon_matrix> matrices() const noexcept { return matrices_; }
+  /// The matrices this instance updates and keeps momentum for (all, unless constructed for one
+  /// rank's share).
+  muon_matrix_range owned() const noexcept { return owned_; }
+  /// Where this instance's momentum lies in the packed buffer of every matrix's momentum
+  /// (`offset` + `count` of `momentum_elements()`).
+  muon_state_range momentum_range() const noexcept { return {state_begin_, momentum_.size()}; }
+  /// Elements of every matrix's momentum together (the packed buffer's length).
+  std::size_t momentum_elements() const noexcept { return total_state_; }
+  /// Elements AdamW updates (every element not in a matrix, padding included).
+  std::size_t adamw_elements() const noexcept { return packed_params_.size(); }
+  /// Bytes of optimizer state: the momentum and AdamW's two moments.
+  std::size_t state_bytes() const noexcept {
+    return momentum_.size() * sizeof(Scalar) + adamw_.state_bytes();
+  }
+
+ private:
+  // Muon over the owned matrices, in parallel over matrices.
+  void update_matrices(std::span<Scalar> params, std::span<const Scalar> grads, Scalar rate,
+                       Scalar grad_scale) {
+    const std::size_t first = owned_.first, last = owned_.last;
+    int threads = 1;
+#if defined(_OPENMP)
+    threads = omp_get_max_threads();
+#endif
+    if (workspaces_.size() < std::size_t(threads)) workspaces_.resize(std::size_t(threads));
+    const Scalar beta = config_.momentum;
+    const Scalar keep = Scalar(1) - rate * static_cast<Scalar>(config_.weight_decay);
+    const bool nesterov = config_.nesterov;
+    const int steps = config_.ns_steps;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::ptrdiff_t i = std::ptrdiff_t(first); i < std::ptrdiff_t(last); ++i) {
+      int thread = 0;
+#if defined(_OPENMP)
+      thread = omp_get_thread_num();
+#endif
+      thread_workspace& ws = workspaces_[std::size_t(thread)];
+      const muon_matrix& m = matrices_[std::size_t(i)];
+      const std::size_t n = m.numel();
+      ws.update.resize(n);
+      Scalar* buf = momentum_.data() + (m.state_offset - state_begin_);
+      const Scalar* g = grads.data() + m.offset;
+      Scalar* u = ws.update.data();
+      for (std::size_t k = 0; k < n; ++k) {
+        const Scalar gk = g[k] * grad_scale;
+        buf[k] += (Scalar(1) - beta) * (gk - buf[k]);
+        u[k] = nesterov ? gk + beta * (buf[k] - gk) : buf[k];
+      }
+      detail::newton_schulz(u, u, m.rows, m.cols, steps, ws.ns);
+      const Scalar step =
+          rate * static_cast<Scalar>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))));
+      Scalar* p = params.data() + m.offset;
+      for (std::size_t k = 0; k < n; ++k) p[k] = p[k] * keep - step * u[k];
+    }
+  }
+
+  void update_adamw(std::span<Scalar> params, std::span<const Scalar> grads, float lr,
+                    const clip_scale<host_memory>& clip, host_context& ctx) {
+    std::size_t at = 0;
+    for (const run& r : adamw_runs_) {
+      std::copy(params.begin() + r.begin, params.begin() + r.end, packed_params_.begin() + at);
+      std::copy(grads.begin() + r.begin, grads.begin() + r.end, packed_grads_.begin() + at);
+      at += r.end - r.begin;
+    }
+    packed_view view{packed_params_, packed_grads_, adamw_layout_};
+    adamw_.update(view, lr, clip, ctx);
+    at = 0;
+    for (const run& r : adamw_runs_) {
+      std::copy(packed_params_.begin() + at, packed_params_.begin() + at + (r.end - r.begin),
+                params.begin() + r.begin);
+      at += r.end - r.begin;
+    }
+  }
+
+  // The complement of the matrices in [0, n): what AdamW updates, as sorted runs.
+  static std::vector<run> other_runs(const std::vector<muon_matrix>& matrices, std::size_t n) {
+    std::vector<run> out;
+    std::size_t cursor = 0;
+    for (const muon_matrix& m : matrices) {  // sorted by offset, disjoint
+      if (m.offset < cursor) throw config_error("muon_cpu: two matrices overlap in the layout");
+      if (m.offset > cursor) out.push_back({cursor, m.offset});
+      cursor = m.offset + m.numel();
+    }
+    if (cursor < n) out.push_back({cursor, n});
+    return out;
+  }
+
+  static std::size_t packed_size(const std::vector<run>& runs) {
+    std::size_t n = 0;
+    for (const run& r : runs) n += r.end - r.begin;
+    return n;
+  }
+
+  // The tensors AdamW updates, with offsets into the packed buffer (they lie wholly in runs).
+  static std::vector<tensor_info> packed_layout(std::span<const tensor_info> layout,
+                                                tensor_role_set muon_roles,
+                                                const std::vector<run>& runs) {
+    std::vector<tensor_info> out;
+    for (const tensor_info& t : layout) {
+      if (muon_roles.contains(t.role)) continue;
+      std::size_t at = 0;
+      bool placed = false;
+      for (const run& r : runs) {
+        if (t.offset >= r.begin && t.offset + t.numel() <= r.end) {
+          tensor_info p = t;
+          p.offset = at + (t.offset - r.begin);
+          out.push_back(std::move(p));
+          placed = true;
+          break;
+        }
+        at += r.end - r.begin;
+      }
+      if (!placed)
+        throw config_error("muon_cpu: tensor '" + t.name + "' overlaps a matrix Muon updates");
+    }
+    return out;
+  }
+
+  struct thread_workspace {
+    std::vector<Scalar> update;  // (rows, cols) of the matrix at hand
+    detail::newton_schulz_workspace<Scalar> ns;
+  };
+
+  muon_config config_;
+  std::size_t n_ = 0;
+  std::vector<muon_matrix> matrices_;
+  std::size_t total_state_ = 0;  // elements of every matrix
+  muon_matrix_range owned_{};
+  std::size_t state_begin_ = 0;   // where the owned matrices start in the packed momentum
+  std::vector<Scalar> momentum_;  // (owned matrix elements,) packed in layout order
+  std::vector<run> adamw_runs_;
+  std::vector<tensor_info> adamw_layout_;
+  std::vector<Scalar> packed_params_, packed_grads_;  // (adamw elements,)
+  basic_adamw_cpu<Scalar> adamw_;
+  std::vector<thread_workspace> workspaces_;
+};
+
+using muon_cpu = basic_muon_cpu<float>;
+
+}  // namespace trainkit::optim

@@ -1,0 +1,190 @@
+// trainkit/optim/sharded_muon_cpu.hpp — the Muon family over MPI ranks on the CPU: each rank
+// orthogonalises its share of the matrices, then every rank gathers the others'.
+//
+// Newton–Schulz is the costly part of Muon (optim/muon_cpu.hpp), and it is per matrix, so ranks
+// split the matrices rather than the elements: rank r updates matrices [first_r, last_r) of the
+// layout-ordered list (optim::muon_shards: contiguous, balanced by Newton–Schulz FLOPs) and keeps
+// the momentum of those only, one contiguous range of the packed momentum buffer — the shape a
+// sharded checkpoint stores (checkpoint::sharded_optimizer; its range is contiguous). Every rank
+// then receives the updated matrices of every other rank (MPI_Allgatherv of the packed matrices,
+// in matrix order) and writes them into its parameters. AdamW's half (embeddings, head, norms,
+// biases) is small and updated whole on every rank, from the same gradients, so its moments are
+// the common part of the checkpoint.
+//
+// It reads full summed gradients, so it pairs with an all-reduce (reduce::mpi_allreduce), not with
+// a reducer that leaves each rank a shard of the gradients (ZeRO-1): its state is sharded, its
+// gradients are not. Each matrix is computed by one rank with muon_cpu's own code on one thread,
+// and AdamW is elementwise, so every rank ends each step with the parameters one process computes,
+// bit for bit, whatever the number of ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/core/memory_space.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/concepts.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/muon_config.hpp"
+#include "trainkit/optim/muon_cpu.hpp"
+#include "trainkit/reduce/detail/mpi_check.hpp"
+#include "trainkit/reduce/detail/mpi_communicator.hpp"
+
+namespace trainkit::optim {
+
+/// Muon's settings and the ranks the matrices are shared between. Converts from a muon_config
+/// (the world communicator), so a program switches between the two without translating settings.
+struct sharded_muon_config {
+  muon_config muon{};
+  MPI_Comm comm = MPI_COMM_WORLD;
+
+  sharded_muon_config() = default;
+  sharded_muon_config(muon_config m, MPI_Comm c = MPI_COMM_WORLD) : muon(m), comm(c) {}
+};
+
+template <class Scalar>
+class basic_sharded_muon_cpu {
+ public:
+  using memory_space = host_memory;
+  using parameter_type = Scalar;
+  using config_type = sharded_muon_config;
+
+  /// This rank's share of the matrices and its momentum, AdamW's moments whole. Throws
+  /// config_error for a bad config or layout, or matrices too many for MPI's int counts.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> basic_sharded_muon_cpu(
+      const M& model, sharded_muon_config config)
+      : comm_(config.comm),
+        inner_(model, config.muon, own_share(model, config.muon, comm_.size(), comm_.rank())),
+        descriptor_{std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()),
+                    inner_.momentum_range().offset, inner_.momentum_range().count} {
+    if (inner_.momentum_elements() > std::size_t(INT_MAX))
+      throw config_error("sharded_muon_cpu: " + std::to_string(inner_.momentum_elements()) +
+                         " matrix elements exceed MPI's int counts (2^31-1) for the all-gather");
+    const auto shares = muon_shards(inner_.matrices(), comm_.size(), config.muon.ns_steps);
+    for (const muon_matrix_range& r : shares) {
+      const std::size_t begin = state_offset(r.first), end = state_offset(r.last);
+      counts_.push_back(int(end - begin));
+      displs_.push_back(int(begin));
+    }
+    gathered_.resize(inner_.momentum_elements());
+  }
+
+  double max_grad_norm() const noexcept { return inner_.max_grad_norm(); }
+
+  /// muon_cpu's update of AdamW's half and of this rank's matrices, then every rank's matrices
+  /// gathered into every rank's parameters. Collective.
+  template <model::parameter_holder M>
+  requires std::same_as<typename M::memory_space, host_memory> &&
+      std::same_as<typename M::parameter_type, Scalar>
+  void update(M& model, float lr, const clip_scale<host_memory>& clip, host_context& ctx) {
+    check_descriptor();
+    inner_.update(model, lr, clip, ctx);
+    const std::span<Scalar> params = model.parameters();
+    const auto matrices = inner_.matrices();
+    const muon_matrix_range own = inner_.owned();
+    Scalar* mine = gathered_.data() + inner_.momentum_range().offset;
+    for (std::size_t i = own.first; i < own.last; ++i) {
+      const muon_matrix& m = matrices[i];
+      std::copy_n(params.data() + m.offset, m.numel(),
+                  mine + (m.state_offset - inner_.momentum_range().offset));
+    }
+    reduce::detail::check(
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered_.data(), counts_.data(),
+                       displs_.data(), reduce::detail::mpi_datatype_of<Scalar>(), comm_.get()),
+        "MPI_Allgatherv");
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      if (i >= own.first && i < own.last) continue;
+      const muon_matrix& m = matrices[i];
+      std::copy_n(gathered_.data() + m.state_offset, m.numel(), params.data() + m.offset);
+    }
+  }
+
+  /// muon_cpu's state with this rank's momentum as "optim.muon.shard.momentum" (its own name, so
+  /// neither optimizer takes the other's for its own) and "optim.muon.shard" (u64 {4}: world
+  /// size, rank, offset, count): for a checkpointer that saves one process's state.
+  std::vector<state_tensor> state() {
+    std::vector<state_tensor> out = inner_.state();
+    for (state_tensor& t : out)
+      if (t.name == "optim.muon.momentum") t.name = "optim.muon.shard.momentum";
+    out.push_back(make_state_tensor("optim.muon.shard", std::span<std::uint64_t>(descriptor_),
+                                    {std::int64_t(descriptor_.size())}));
+    return out;
+  }
+
+  /// The state as a sharded checkpoint holds it: AdamW's moments and the step in the common part
+  /// (every rank's are the same), this rank's momentum under the whole tensor's name
+  /// "optim.muon.momentum" with the range it covers. Any world size resumes it, and so does
+  /// muon_cpu in one process, which reads "optim.muon.momentum" reassembled.
+  checkpoint::optimizer_shard sharded_state() {
+    checkpoint::optimizer_shard out;
+    for (state_tensor& t : inner_.state()) {
+      if (t.name == "optim.muon.momentum")
+        out.shard.push_back(std::move(t));
+      else
+        out.common.push_back(std::move(t));
+    }
+    out.range = {comm_.rank(), comm_.size(), inner_.momentum_range().offset,
+                 inner_.momentum_range().count, inner_.momentum_elements()};
+    return out;
+  }
+
+  std::uint64_t steps_taken() const noexcept { return inner_.steps_taken(); }
+  const muon_config& config() const noexcept { return inner_.config(); }
+  int rank() const noexcept { return comm_.rank(); }
+  int world_size() const noexcept { return comm_.size(); }
+  /// Every matrix, and the ones this rank updates.
+  std::span<const muon_matrix> matrices() const noexcept { return inner_.matrices(); }
+  muon_matrix_range owned() const noexcept { return inner_.owned(); }
+  /// Bytes of optimizer state this rank holds: its momentum and AdamW's moments.
+  std::size_t state_bytes() const noexcept { return inner_.state_bytes(); }
+
+ private:
+  template <class M>
+  static muon_matrix_range own_share(const M& model, const muon_config& config, int world,
+                                     int rank) {
+    config.validate();
+    const auto matrices = muon_matrices(model.parameter_layout(), config.muon_roles, "muon_cpu");
+    return muon_shards(matrices, world, config.ns_steps)[std::size_t(rank)];
+  }
+
+  std::size_t state_offset(std::size_t matrix) const {
+    const auto m = inner_.matrices();
+    return matrix < m.size() ? m[matrix].state_offset : inner_.momentum_elements();
+  }
+
+  void check_descriptor() const {
+    const std::uint64_t mine[4] = {std::uint64_t(comm_.size()), std::uint64_t(comm_.rank()),
+                                   inner_.momentum_range().offset, inner_.momentum_range().count};
+    for (std::size_t k = 0; k < 4; ++k)
+      if (descriptor_[k] != mine[k])
+        throw config_error("sharded_muon_cpu: the restored optimizer state is rank " +
+                           std::to_string(descriptor_[1]) + " of " +
+                           std::to_string(descriptor_[0]) + "'s share, not this rank's (rank " +
+                           std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size()) +
+                           ")");
+  }
+
+  reduce::detail::mpi_communicator comm_;
+  basic_muon_cpu<Scalar> inner_;
+  std::vector<std::uint64_t> descriptor_;
+  std::vector<int> counts_, displs_;  // every rank's matrices in the packed buffer
+  std::vector<Scalar> gathered_;      // (matrix elements,) every rank's updated matrices
+};
+
+using sharded_muon_cpu = basic_sharded_muon_cpu<float>;
+
+static_assert(checkpoint::sharded_optimizer<sharded_muon_cpu>);
+
+}  // namespace trainkit::optim

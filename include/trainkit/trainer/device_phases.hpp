@@ -1,0 +1,78 @@
+// trainkit/trainer/device_phases.hpp — device-side phase accounting: what the device waited for,
+// booked to the phase that made it wait.
+//
+// On a CUDA device the loop only enqueues a step's work; its one host wait is the
+// synchronize() at the end, which the phase clock books to compute. A reduction the backward did
+// not hide, a checkpoint copy the update must wait for, a batch copy or the optimizer's kernels
+// then all read as compute, and comm_ms / ckpt_stall_ms stay near 0 however long the device
+// waited. With a context that times device phases (times_device_phases,
+// core/execution_context.hpp) the loop brackets each such part with `begin_device_phase` /
+// `end_device_phase` (events on the compute stream, no host wait), and after the synchronisation
+// `account_device_phases` moves from compute into each phase the stream time the host has not
+// already booked to it. Moving keeps the phases tiling the step's wall time. The stalls go first
+// (comm, ckpt_stall, h2d, then optimizer), and no more than compute holds is moved: the host's wait
+// for them can only have landed there. On other contexts (the host's) all three are no-ops.
+// docs/cuda.md, "Phase accounting on a device".
+#pragma once
+
+#include <algorithm>
+#include <array>
+
+#include "trainkit/core/execution_context.hpp"
+#include "trainkit/trainer/phase_clock.hpp"
+#include "trainkit/trainer/step_metrics.hpp"
+
+namespace trainkit {
+
+/// The trainer's phase (step_metrics.hpp's table) a device phase is booked to.
+constexpr phase booked_phase(device_phase p) noexcept {
+  switch (p) {
+    case device_phase::h2d:
+      return phase::h2d;
+    case device_phase::comm:
+      return phase::comm;
+    case device_phase::optimizer:
+      return phase::optimizer;
+    case device_phase::ckpt_stall:
+      return phase::ckpt_stall;
+  }
+  return phase::other;
+}
+
+/// Opens device phase `p` on a context that times them; nothing otherwise.
+template <class Ctx>
+void begin_device_phase(Ctx& ctx, device_phase p) {
+  if constexpr (times_device_phases<Ctx>) ctx.begin_phase(p);
+}
+
+/// Closes device phase `p` (the one opened last).
+template <class Ctx>
+void end_device_phase(Ctx& ctx, device_phase p) {
+  if constexpr (times_device_phases<Ctx>) ctx.end_phase(p);
+}
+
+/// After the step's synchronize(): books the device phases' stream time (see the file comment).
+/// `clock` times the step `m`; returns the device times read (zeros on other contexts).
+template <class Ctx>
+device_phase_times account_device_phases(Ctx& ctx, phase_clock& clock, const step_metrics& m) {
+  device_phase_times device{};
+  if constexpr (times_device_phases<Ctx>) {
+    device = ctx.device_phase_ms();
+    constexpr std::array order{device_phase::comm, device_phase::ckpt_stall, device_phase::h2d,
+                               device_phase::optimizer};
+    for (const device_phase p : order) {
+      const phase to = booked_phase(p);
+      // The host's own time in the phase (enqueueing, or a host-side wait) is already booked;
+      // a stream that sat idle waiting for that enqueueing measured the same time again. The
+      // host books its part of fetching a batch to data_wait (and the copy's share to h2d).
+      double booked = m.*info(to).field;
+      if (p == device_phase::h2d) booked += m.data_wait_ms;
+      const double unbooked = device[std::size_t(p)] - booked;
+      const double ms = std::clamp(unbooked, 0.0, std::max(0.0, m.compute_ms));
+      if (ms > 0) clock.move(phase::compute, to, ms);
+    }
+  }
+  return device;
+}
+
+}  // namespace trainkit
