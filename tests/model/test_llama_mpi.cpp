@@ -8,7 +8,7 @@
 #include "llama_training.hpp"
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
-#include "trainkit/reduce/mpi_session.hpp"
+#include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/reduce/single.hpp"
 
 namespace {
@@ -42,7 +42,7 @@ TEST(LlamaMpi, TwoRanksOfOneMicroBatchEqualOneProcessOfTwoBitForBit) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  tk::reduce::mpi_session mpi;
+  tk::comm::mpi_session mpi;
   if (mpi.world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

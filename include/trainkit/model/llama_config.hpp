@@ -31,7 +31,7 @@
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 
 namespace trainkit::model {
 

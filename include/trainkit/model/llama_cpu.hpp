@@ -43,7 +43,7 @@
 #include "trainkit/model/detail/llama_cpu_kernels.hpp"
 #include "trainkit/model/detail/llama_init.hpp"
 #include "trainkit/model/llama_config.hpp"
-#include "trainkit/model/step_protocol.hpp"
+#include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
@@ -94,7 +94,7 @@ class basic_llama_cpu {
     grads_zeroed_ = true;
   }
 
-  /// The step protocol (model/step_protocol.hpp), as gpt2_cpu: adds micro.grad_scale·∂loss/∂θ to
+  /// The step protocol (core/step_protocol.hpp), as gpt2_cpu: adds micro.grad_scale·∂loss/∂θ to
   /// gradients() and the batch's mean loss to the step's; on the last micro-step publishes each
   /// bucket of gradient_buckets() as backward finishes it. Throws config_error for tokens outside
   /// [0, vocab_size) or T > max_seq_len.
