@@ -14,13 +14,13 @@
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
+#include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/optim/sharded_muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
-#include "trainkit/reduce/mpi_session.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/trainer.hpp"
 
@@ -214,7 +214,7 @@ TEST(ShardedMuon, ShardedCheckpointResumesBitForBitOnTwoRanksAndInOneProcess) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  tk::reduce::mpi_session mpi;
+  tk::comm::mpi_session mpi;
   if (mpi.world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

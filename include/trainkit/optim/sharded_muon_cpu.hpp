@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/mpi_check.hpp"
+#include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -38,8 +40,6 @@
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
-#include "trainkit/reduce/detail/mpi_check.hpp"
-#include "trainkit/reduce/detail/mpi_communicator.hpp"
 
 namespace trainkit::optim {
 
@@ -100,9 +100,9 @@ class basic_sharded_muon_cpu {
       std::copy_n(params.data() + m.offset, m.numel(),
                   mine + (m.state_offset - inner_.momentum_range().offset));
     }
-    reduce::detail::check(
+    comm::mpi_check(
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered_.data(), counts_.data(),
-                       displs_.data(), reduce::detail::mpi_datatype_of<Scalar>(), comm_.get()),
+                       displs_.data(), comm::mpi_datatype_of<Scalar>(), comm_.get()),
         "MPI_Allgatherv");
     for (std::size_t i = 0; i < matrices.size(); ++i) {
       if (i >= own.first && i < own.last) continue;
@@ -176,7 +176,7 @@ class basic_sharded_muon_cpu {
                            ")");
   }
 
-  reduce::detail::mpi_communicator comm_;
+  comm::mpi_communicator comm_;
   basic_muon_cpu<Scalar> inner_;
   std::vector<std::uint64_t> descriptor_;
   std::vector<int> counts_, displs_;  // every rank's matrices in the packed buffer
