@@ -14,13 +14,13 @@
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
+#include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/optim/sharded_muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
-#include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/trainer.hpp"
 

@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/mpi_check.hpp"
+#include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -38,8 +40,6 @@
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
-#include "trainkit/comm/mpi_check.hpp"
-#include "trainkit/comm/mpi_communicator.hpp"
 
 namespace trainkit::optim {
 
