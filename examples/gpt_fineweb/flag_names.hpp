@@ -1,12 +1,14 @@
 // flag_names.hpp — gpt_fineweb speaks its flags, the library speaks its config fields.
 //
-// Library errors name the field that is out of range ("adamw_config: grad_clip must be ...",
-// "trainer_config.steps must be >= 0"); a user who typed `--grad-clip -1` must read the flag.
-// This table maps every config field the program fills from a flag to that flag, and
-// `name_flags` rewrites a library message with it before the program prints it. AdamW's fields
-// have a row in both spellings ("struct: field" as its validate() writes them today, and the
-// trainer's "struct.field"). tests/examples/gpt_fineweb_cli_test.cmake checks the messages of
-// bad flags, so a library message that changes its wording fails there, not in front of a user.
+// Library errors name the field that is out of range by its path, `struct_name.field`
+// ("trainer_config.steps must be >= 0: -1", "trainer_config.schedule.max_lr ..."); a user who
+// typed `--steps -1` must read the flag. This table maps every config field the program fills
+// from a flag to that flag, in that one spelling, and `name_flags` rewrites a library message
+// with it before the program prints it. Headers that still write "struct_name: field"
+// (adamw_config, lr_schedule) are read through the same rows: name_flags also matches a row's
+// path with ": " for its last ".". tests/examples/test_flag_names.cpp provokes the real library
+// errors and tests/examples/gpt_fineweb_cli_test.cmake checks the program's lines, so a library
+// message that changes its wording fails there, not in front of a user.
 #pragma once
 
 #include <array>
@@ -21,25 +23,27 @@ struct field_flag {
 };
 
 inline constexpr std::array<field_flag, 25> field_flags{{
-    // trainer_config (trainer/trainer.hpp), filled by make_trainer_config
+    // trainer_config (trainer/config.hpp), filled by make_trainer_config and checked by
+    // trainkit::check
     {"trainer_config.steps", "--steps"},
     {"trainer_config.total_batch_tokens", "--total-batch-tokens"},
     {"trainer_config.eval_every", "--eval-every"},
     {"trainer_config.eval_batches", "--eval-batches"},
     {"trainer_config.ckpt_every", "--ckpt-every"},
     {"trainer_config.resume", "--resume"},
+    {"trainer_config.grad_clip", "--grad-clip"},
+    {"trainer_config.schedule.max_lr", "--lr"},
+    {"trainer_config.schedule.warmup_steps", "--warmup"},
+    {"trainer_config.schedule.final_lr_frac", "--final-lr-frac"},
+    // the batch a run is checked against (run_shape): --batch, --seq
     {"the training source's batch_size x seq_len", "--batch x --seq"},
-    // lr_schedule (optim/schedule.hpp)
-    {"lr_schedule: max_lr", "--lr"},
-    {"lr_schedule: warmup_steps", "--warmup"},
-    {"lr_schedule: final_lr_frac", "--final-lr-frac"},
-    {"lr_schedule: total_steps", "--steps"},
-    // adamw_config (optim/adamw_config.hpp), filled by make_adamw_config
-    {"adamw_config: beta1", "--beta1"},
-    {"adamw_config: beta2", "--beta2"},
-    {"adamw_config: eps", "--eps"},
-    {"adamw_config: weight_decay", "--weight-decay"},
-    {"adamw_config: grad_clip", "--grad-clip"},
+    {"run_shape.batch_size", "--batch"},
+    {"run_shape.seq_len", "--seq"},
+    // lr_schedule (optim/schedule.hpp), filled from the same flags
+    {"lr_schedule.max_lr", "--lr"},
+    {"lr_schedule.warmup_steps", "--warmup"},
+    {"lr_schedule.final_lr_frac", "--final-lr-frac"},
+    // adamw_config (optim/adamw_config.hpp), filled by families/adamw.hpp
     {"adamw_config.beta1", "--beta1"},
     {"adamw_config.beta2", "--beta2"},
     {"adamw_config.eps", "--eps"},
@@ -54,12 +58,23 @@ inline constexpr std::array<field_flag, 25> field_flags{{
     {"vocab_dir", "--vocab"},
 }};
 
-/// `message` with every config field of the table replaced by its flag.
+/// `message` with every occurrence of `field` replaced by `flag`.
+inline void replace_all(std::string& message, std::string_view field, std::string_view flag) {
+  for (auto at = message.find(field); at != std::string::npos;
+       at = message.find(field, at + flag.size()))
+    message.replace(at, field.size(), flag);
+}
+
+/// `message` with every config field of the table replaced by its flag (a path's last "." also
+/// matched as ": ", the spelling some headers still write).
 inline std::string name_flags(std::string message) {
   for (const field_flag& f : field_flags) {
-    for (auto at = message.find(f.field); at != std::string::npos;
-         at = message.find(f.field, at + f.flag.size()))
-      message.replace(at, f.field.size(), f.flag);
+    replace_all(message, f.field, f.flag);
+    if (const auto dot = f.field.rfind('.'); dot != std::string_view::npos) {
+      const std::string colon =
+          std::string(f.field.substr(0, dot)) + ": " + std::string(f.field.substr(dot + 1));
+      replace_all(message, colon, f.flag);
+    }
   }
   return message;
 }

@@ -14,6 +14,7 @@
 #include "trainkit/model/sampling.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
+#include "trainkit/trainer/config.hpp"
 
 namespace {
 
@@ -66,6 +67,47 @@ TEST(FlagNames, AdamwFieldsAreTheirFlags) {
         c.validate();
       },
       "adamw_config: grad_clip", "--grad-clip must be finite and >= 0");
+}
+
+// The trainer's one check (trainer/config.hpp) names fields by their full path; every problem of
+// a configuration at once, each named by its flag.
+TEST(FlagNames, TrainerCheckFieldsAreTheirFlags) {
+  const tk::run_shape shape{.batch_size = 8, .seq_len = 64};
+  auto check = [&](auto mutate) {
+    return [=] {
+      tk::trainer_config c;
+      mutate(c);
+      tk::require_valid(c, shape);
+    };
+  };
+  expect_flag_named(check([](tk::trainer_config& c) { c.steps = -1; }), "trainer_config.steps",
+                    "--steps must be >= 0: -1");
+  expect_flag_named(check([](tk::trainer_config& c) { c.schedule.warmup_steps = -2; }),
+                    "trainer_config.schedule.warmup_steps", "--warmup must be >= 0: -2");
+  expect_flag_named(check([](tk::trainer_config& c) { c.schedule.final_lr_frac = 2; }),
+                    "trainer_config.schedule.final_lr_frac", "--final-lr-frac must be in [0,1]");
+  expect_flag_named(check([](tk::trainer_config& c) { c.schedule.max_lr = -1; }),
+                    "trainer_config.schedule.max_lr", "--lr must be finite and >= 0");
+  expect_flag_named(check([](tk::trainer_config& c) { c.ckpt_every = -3; }),
+                    "trainer_config.ckpt_every", "--ckpt-every must be >= 0: -3");
+  expect_flag_named(check([](tk::trainer_config& c) { c.total_batch_tokens = 100; }),
+                    "the training source's batch_size x seq_len",
+                    "--total-batch-tokens 100 is not a multiple of --batch x --seq = 512");
+  // Two problems: both named, in one line.
+  const std::string both = gpt_fineweb::name_flags(library_message(check([](tk::trainer_config& c) {
+    c.steps = -1;
+    c.ckpt_every = -3;
+  })));
+  EXPECT_NE(both.find("--steps must be >= 0: -1; --ckpt-every must be >= 0: -3"), std::string::npos)
+      << both;
+}
+
+// A header that still writes "struct_name: field" is read through the same row.
+TEST(FlagNames, ColonSpellingIsReadThroughTheDottedRow) {
+  EXPECT_EQ(gpt_fineweb::name_flags("adamw_config: eps must be finite and > 0: 0"),
+            "--eps must be finite and > 0: 0");
+  EXPECT_EQ(gpt_fineweb::name_flags("adamw_config.eps must be finite and > 0: 0"),
+            "--eps must be finite and > 0: 0");
 }
 
 }  // namespace

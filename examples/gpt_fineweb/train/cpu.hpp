@@ -25,8 +25,8 @@
 
 // ---- data parallelism (--reducer mpi; built where CMake found MPI) ----
 #if defined(TRAINKIT_HAS_MPI)
-#include <trainkit/reduce/mpi_allreduce.hpp>
 #include <trainkit/comm/mpi_session.hpp>
+#include <trainkit/reduce/mpi_allreduce.hpp>
 #include <trainkit/reduce/mpi_zero1.hpp>
 
 #include "mpi_launch.hpp"

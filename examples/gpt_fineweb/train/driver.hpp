@@ -231,6 +231,11 @@ class train_driver {
       : o_(o), device_(std::move(device)), ranks_{rank, ranks}, mute_(rank) {
     namespace tk = trainkit;
     o_.validate();
+    // The library's one check of the trainer's settings (every problem at once, by field path;
+    // flag_names.hpp names the flags). The trainer runs it again when it is made, after the
+    // device; here it comes before the data, the model file and the device are looked at.
+    config_ = make_trainer_config(o_);
+    tk::require_valid(config_, run_shape());
     optimizer_config_ = OptimizerFamily::config(o_, optimizer_flags);
     if (o_.ckpt_mode != "none" && o_.ckpt_dir.empty())
       throw tk::config_error("--ckpt-mode " + o_.ckpt_mode + " needs --ckpt-dir DIR");
@@ -258,12 +263,8 @@ class train_driver {
                                                 tk::data::order_kind::sequential, 0,
                                                 o_.layout_of(o_.val), ranks_.rank, ranks_.ranks});
 
-    config_ = make_trainer_config(o_, mc.to_string());
+    config_.meta["model"] = mc.to_string();
     config_.meta["device"] = std::string(Device::name);
-    // The trainer checks the schedule when it is made, after the model: check it here already.
-    tk::optim::lr_schedule schedule = config_.schedule;
-    schedule.total_steps = std::max(config_.steps, 1);
-    schedule.validate();
   }
 
   train_driver(const train_driver&) = delete;
@@ -317,6 +318,17 @@ class train_driver {
   }
 
  private:
+  /// The batch every rank reads (--batch x --seq, the validation source's the same) and the
+  /// number of ranks, what the trainer's settings are checked against.
+  trainkit::run_shape run_shape() const {
+    trainkit::run_shape shape;
+    shape.batch_size = shape.val_batch_size = std::size_t(o_.batch);
+    shape.seq_len = shape.val_seq_len = std::size_t(o_.seq);
+    shape.ranks = ranks_.ranks;
+    shape.has_validation = !o_.val.empty() || o_.data.empty();  // the embedded corpus has one
+    return shape;
+  }
+
   template <class Optimizer, class Checkpointer, class Reducer>
   int train(Checkpointer checkpointer, Reducer reducer) {
     return train<Optimizer>(std::move(checkpointer), std::move(reducer),

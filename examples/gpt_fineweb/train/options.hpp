@@ -86,7 +86,11 @@ struct train_options {
                         : trainkit::data::parse_shard_layout(data_format);
   }
 
-  /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag.
+  /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag. The trainer's
+  /// own settings (--steps, --total-batch-tokens, --eval-every, --eval-batches, --ckpt-every,
+  /// --warmup, --final-lr-frac) are checked by the library's one check() (trainer/config.hpp),
+  /// which the training driver runs before the device is touched; --lr is checked here because
+  /// the program asks more than the library (a positive rate; the library accepts 0).
   void validate() const {
     auto positive = [](const char* flag, long long v) {
       if (v <= 0)
@@ -94,22 +98,16 @@ struct train_options {
     };
     positive("--batch", batch);
     positive("--seq", seq);
-    positive("--eval-batches", eval_batches);
     positive("--log-every", log_every);
     if (threads < 0)
       throw trainkit::config_error("--threads must be >= 0 (0 = all cores): " +
                                    std::to_string(threads));
-    if (steps < 0) throw trainkit::config_error("--steps must be >= 0: " + std::to_string(steps));
     if (attention != "auto" && device != "cuda")
       throw trainkit::config_error("--attention " + attention +
                                    " needs --device cuda (the CPU model has one attention)");
     if (cuda_graph && device != "cuda")
       throw trainkit::config_error("--cuda-graph needs --device cuda");
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
-    if (warmup < 0)
-      throw trainkit::config_error("--warmup must be >= 0: " + std::to_string(warmup));
-    if (ckpt_every < 0)
-      throw trainkit::config_error("--ckpt-every must be >= 0: " + std::to_string(ckpt_every));
     if (ckpt_keep < 0)
       throw trainkit::config_error("--ckpt-keep must be >= 0: " + std::to_string(ckpt_keep));
     if (!init_from.empty() && !init_from_hf.empty())
@@ -163,10 +161,6 @@ struct train_options {
           "--ckpt-mode async: ZeRO-1's sharded checkpoints (--reducer " + reducer +
           ") are written synchronously, every rank its shard; use --ckpt-mode sync or none");
     // ---- end data parallelism ----
-    if (total_batch_tokens != 0 && total_batch_tokens % (std::size_t(batch) * seq) != 0)
-      throw trainkit::config_error(
-          "--total-batch-tokens " + std::to_string(total_batch_tokens) +
-          " is not a multiple of --batch x --seq = " + std::to_string(std::size_t(batch) * seq));
   }
 };
 
@@ -265,10 +259,9 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "else the bundled vocab/gpt2)");
 }
 
-/// The trainer settings every device shares; the caller adds mfu.device_name, mfu.dtype and
-/// meta["device"].
-inline trainkit::trainer_config make_trainer_config(const train_options& o,
-                                                    const std::string& model_text) {
+/// The trainer settings every device shares; the caller adds mfu.device_name, mfu.dtype,
+/// meta["model"] and meta["device"].
+inline trainkit::trainer_config make_trainer_config(const train_options& o) {
   trainkit::trainer_config tc;
   tc.steps = o.steps;
   tc.total_batch_tokens = o.total_batch_tokens;
@@ -287,7 +280,6 @@ inline trainkit::trainer_config make_trainer_config(const train_options& o,
   tc.output.tensorboard_dir = o.tensorboard;
   tc.output.console.log_every = o.log_every;
   tc.output.console.progress_bar = !o.no_progress && ::isatty(STDOUT_FILENO);
-  tc.meta["model"] = model_text;
   tc.meta["seed"] = std::to_string(o.seed);
   return tc;
 }
