@@ -44,6 +44,7 @@
 #include "trainkit/trainer/checkpointing.hpp"
 #include "trainkit/trainer/composition.hpp"
 #include "trainkit/trainer/config.hpp"
+#include "trainkit/trainer/device_phases.hpp"
 #include "trainkit/trainer/evaluation.hpp"
 #include "trainkit/trainer/nvtx.hpp"
 #include "trainkit/trainer/phase_clock.hpp"
@@ -255,26 +256,36 @@ class trainer {
     if constexpr (std::same_as<Reducer, reduce::single>) {
       reducer_.finish();  // one rank: nothing to wait for, and comm_ms stays exactly 0
     } else {
-      // The part of the gradients' reduction across ranks that backward did not hide.
+      // The part of the gradients' reduction across ranks that backward did not hide (on a
+      // device: the stream's wait for it, booked after the synchronisation below).
       auto timed = clock.time(phase::comm);
+      begin_device_phase(ctx_, device_phase::comm);
       reducer_.finish();
+      end_device_phase(ctx_, device_phase::comm);
     }
     const auto scale = [&] {
       auto timed = clock.time(phase::optimizer);
       ++step_;
       m.step = step_;
       m.lr = schedule_.at(int(step_ - 1));
-      return clip_gradients();
+      begin_device_phase(ctx_, device_phase::optimizer);
+      auto s = clip_gradients();
+      end_device_phase(ctx_, device_phase::optimizer);
+      return s;
     }();
     if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
       // The last save's copy reads the state before the update changes it: the loop is blocked
       // by the checkpointer for whatever of the copy the forward/backward did not hide.
       auto timed = clock.time(phase::ckpt_stall);
+      begin_device_phase(ctx_, device_phase::ckpt_stall);
       checkpointer_.before_update();
+      end_device_phase(ctx_, device_phase::ckpt_stall);
     }
     {
       auto timed = clock.time(phase::optimizer);
+      begin_device_phase(ctx_, device_phase::optimizer);
       optimizer_.update(model_, float(m.lr), scale, ctx_);
+      end_device_phase(ctx_, device_phase::optimizer);
     }
     {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
@@ -283,6 +294,9 @@ class trainer {
       m.loss = average_over_ranks(reducer_, model_.step_loss());
       m.grad_norm = float(grad_norm());  // logged at float precision, the gradients' own
     }
+    // On a device: what the stream waited for in each phase, moved out of compute (where the
+    // host's wait above landed) into that phase (trainer/device_phases.hpp).
+    account_device_phases(ctx_, clock, m);
   }
 
   /// The clipping step: the trainer's own over the buckets, or the reducer's where each rank
@@ -308,7 +322,10 @@ class trainer {
     const double waited_before = m.data_wait_ms;
     auto batch = [&] {
       auto timed = clock.time(phase::data_wait);
-      return train_.next();
+      begin_device_phase(ctx_, device_phase::h2d);  // a prefetcher bound to the context waits here
+      auto b = train_.next();
+      end_device_phase(ctx_, device_phase::h2d);
+      return b;
     }();
     if constexpr (prefetch::reports_copy_wait<prefetcher_type>)
       clock.move(phase::data_wait, phase::h2d,
