@@ -159,7 +159,7 @@ class gpt2_cuda {
     return blas_->tuning_log();
   }
 
-  /// --calibrate (trainer/calibrate.hpp): the best of `reps` cuBLASLt bf16 GEMMs of n³ with fp32
+  /// mfu_settings.calibrate (trainer/calibrate.hpp): the best of `reps` cuBLASLt bf16 GEMMs of n³ with fp32
   /// accumulation — the model's own matmul path — timed with events on the model's stream. 8192³
   /// is 1.1 TFLOP a repetition: long enough for the clocks to settle, small next to the arena.
   /// Inputs are a constant non-zero byte pattern (0x3c3c ≈ 0.0115): zeros would draw less power and

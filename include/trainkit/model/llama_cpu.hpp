@@ -85,7 +85,7 @@ class basic_llama_cpu {
   std::span<const Scalar> gradients() const noexcept { return grads_; }
   std::size_t num_parameters() const noexcept { return params_.size(); }
   double flops_per_token(int T) const { return config_.flops_per_token(T); }
-  /// --calibrate: the rate of the GEMM this model runs on (trainer/calibrate.hpp).
+  /// mfu_settings.calibrate: the rate of the GEMM this model runs on (trainer/calibrate.hpp).
   gemm_calibration calibrate_gemm() const { return calibrate_cpu_sgemm(); }
 
   void zero_grad(host_context&) { zero_grad(); }

@@ -34,7 +34,7 @@ constexpr std::string_view schedule_kind_name(schedule_kind k) noexcept {
   return "?";
 }
 
-/// Parses "constant", "cosine" or "wsd" (the --schedule flag); config_error names the bad value.
+/// Parses "constant", "cosine" or "wsd" (a program's schedule setting); config_error names the bad value.
 inline schedule_kind parse_schedule_kind(std::string_view s) {
   for (schedule_kind k : {schedule_kind::constant, schedule_kind::cosine, schedule_kind::wsd}) {
     if (schedule_kind_name(k) == s) return k;

@@ -1,6 +1,6 @@
 // trainkit/core/cuda/device.hpp — which CUDA devices exist and what they are.
 //
-// `device_present()` is how GPU tests decide to skip and how programs refuse `--device cuda` on a
+// `device_present()` is how GPU tests decide to skip and how programs refuse a CUDA run on a
 // machine without one: it never throws (no driver, no device and a driver too old all mean "no").
 // `device_properties` gathers what kernels and reports need (name for the peak table, SM count for
 // grid sizes, memory for arena checks, compute capability for the sm_90a build); the dense peak
