@@ -135,6 +135,7 @@ start_all=$SECONDS
 export TRAINKIT_REQUIRE_GPU=${GPU_CHECK_REQUIRE_GPU:-1}
 [[ $mode == run ]] && export TRAINKIT_REQUIRE_GPU=1
 export TRAINKIT_GOLDEN_DIR=$carry/golden
+export TRAINKIT_MUON_FIXTURES_DIR=$root/tests/fixtures/muon  # tracked files travel with the tree
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 export PYTHONUNBUFFERED=1
 export NCCL_DEBUG=WARN  # NCCL's own warnings in the log; INFO would drown it

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -71,7 +72,11 @@ struct golden_file {
 };
 
 inline golden_file load() {
-  const fs::path dir = fs::path(TRAINKIT_SOURCE_DIR) / "tests" / "fixtures" / "muon";
+  // $TRAINKIT_MUON_FIXTURES_DIR where the source tree is elsewhere (bench/gpu_check.sh sets it on
+  // the device machine), else the source tree's copy.
+  const char* env = std::getenv("TRAINKIT_MUON_FIXTURES_DIR");
+  const fs::path dir =
+      env && *env ? fs::path(env) : fs::path(TRAINKIT_SOURCE_DIR) / "tests" / "fixtures" / "muon";
   std::ifstream js(dir / "muon_fixtures.json");
   if (!js) throw std::runtime_error("cannot open " + (dir / "muon_fixtures.json").string());
   golden_file f;
