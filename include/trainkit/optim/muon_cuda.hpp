@@ -217,8 +217,10 @@ class muon_cuda {
     }
   }
 
-  /// Every fp32 master weight in the model's layout, copied to the host (tests, exports).
+  /// Every fp32 master weight in the model's layout, copied to the host (tests, exports). Waits
+  /// for the device (updates run on the trainer's stream, not this optimizer's).
   std::vector<float> master_to_host() const {
+    TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> out(n_, 0.0f);
     if (adamw_) {
       const std::vector<float> packed = adamw_->master_to_host();

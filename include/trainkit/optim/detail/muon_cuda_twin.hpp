@@ -9,10 +9,11 @@
 //   O   = newton_schulz_bf16_reference(u)          the bf16 twin of optim/cuda/newton_schulz.cuh
 //   master = master·keep − (rate·shape)·O;  param = bf16(master)  (nearest even)
 // with keep = 1 − rate·λ and shape = √max(1, rows/cols), each product rounded separately (the
-// kernels use __fmul_rn/__fsub_rn, so nvcc does not contract them; g++ for x86-64 without -mfma
-// does not either). The AdamW half is basic_adamw_cpu<float> over the packed other elements, fp32
-// master from bf16 parameters and bf16 gradients: adamw_cuda's kernel is adamw_cpu's formula to
-// the last bit or two (optim/cuda/adamw.cuh), and muon_cuda runs adamw_cuda itself.
+// kernels use __fmul_rn/__fsub_rn, so nvcc does not contract them; trainkit's builds pass
+// -ffp-contract=off to the host compiler). The AdamW half is basic_adamw_cpu<float> over the packed
+// other elements, fp32 master from bf16 parameters and bf16 gradients: adamw_cuda's kernel is
+// adamw_cpu's formula to the last bit or two (optim/cuda/adamw.cuh), and muon_cuda runs adamw_cuda
+// itself.
 //
 // So a GPU test can compare muon_cuda with this class at the tolerance of differently ordered fp32
 // sums inside the bf16 GEMMs, and a CPU test can compare it with muon_cpu (fp32 throughout) and
@@ -95,7 +96,11 @@ class muon_cuda_twin {
         static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
     const float keep = 1.0f - rate * config_.weight_decay;
     const float beta = config_.momentum, one_minus_beta = 1.0f - config_.momentum;
-    for (const muon_matrix& m : matrices_) {
+    // One thread per matrix (matrices are disjoint; each one's arithmetic is sequential, so the
+    // result does not depend on the thread count).
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(matrices_.size()); ++i) {
+      const muon_matrix& m = matrices_[std::size_t(i)];
       const std::size_t n = m.numel();
       std::vector<float> u(n), o(n);
       float* buf = momentum_.data() + m.state_offset;
@@ -116,7 +121,9 @@ class muon_cuda_twin {
   }
 
   /// The fp32 master weights of every element (model layout).
-  std::span<const float> master() const noexcept { return master_; }
+  std::span<const float> master() const noexcept {
+    return master_;
+  }
   /// The model's bf16 parameters after the steps (master rounded to nearest even), as floats.
   std::vector<float> params() const {
     std::vector<float> out(master_.size());
@@ -124,8 +131,12 @@ class muon_cuda_twin {
     return out;
   }
   /// Every matrix's momentum, packed in layout order ("optim.muon.momentum").
-  std::span<const float> momentum() const noexcept { return momentum_; }
-  std::span<const muon_matrix> matrices() const noexcept { return matrices_; }
+  std::span<const float> momentum() const noexcept {
+    return momentum_;
+  }
+  std::span<const muon_matrix> matrices() const noexcept {
+    return matrices_;
+  }
 
  private:
   void gather(std::span<const float> flat, std::span<float> packed) const {
