@@ -31,8 +31,9 @@ namespace {
 // of a few units), so 8e-6 and 1e-5 leave room for other seeds, and nothing for a slip.
 constexpr double tol_out_fp32 = 8e-6;
 constexpr double tol_lse_fp32 = 1e-5;
-// Emulation vs rounding port, both with the kernel's bf16 roundings: see below.
-constexpr double tol_rel_rounding = 3e-4;
+// Emulation vs rounding port, both with the kernel's bf16 roundings (flash_mma_port.hpp says
+// what was measured); the GPU test holds the kernel to the same distance from the emulation.
+constexpr double tol_rel_rounding = tg::mma_port_rounding_distance;
 
 std::vector<float> random_bf16(std::size_t n, unsigned seed, float spread) {
   std::mt19937 rng(seed);
