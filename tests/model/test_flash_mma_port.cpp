@@ -6,6 +6,9 @@
 // at the training shape (head size 64, T = 1024), at ragged T (1000, 17) and head size 128. The
 // layout itself is checked for what it is for: every ldmatrix phase and every cp.async quarter
 // warp touches 32 different banks.
+// Slips planted while writing this (each reverted): K's ldmatrix column ldsm_bt_col taking
+// lane / 16, the A/V row mapping ldsm_a_row taking lane / 16, the diagonal test col < row, and O
+// rescaled by the other row's factor — each fails the fp32-twin cases (out off by 3 to 8, or NaN).
 #include <gtest/gtest.h>
 
 #include <algorithm>
