@@ -152,16 +152,17 @@ __device__ inline void copy_tile_async(bf16_t* dst, const bf16_t* src, std::int6
   }
 }
 
-// rows × hs bf16 into a padded shared tile (rows hs + pad_h long, for WMMA), the same way.
+// block_q × hs bf16 into a padded shared tile (rows hs + pad_h long, for WMMA): the same chunk
+// per thread as copy_tile_async (lay::copy_row/copy_col), unswizzled.
 template <int hs>
 __device__ inline void copy_padded_tile_async(bf16_t* dst, const bf16_t* src, std::int64_t stride,
                                               int first, int T) {
-  constexpr int chunks = hs / lay::chunk, per_thread = block_q * chunks / threads;
-  static_assert(per_thread * threads == block_q * chunks);
+  constexpr int per_thread = block_q * hs / lay::chunk / threads;
+  static_assert(per_thread * threads * lay::chunk == block_q * hs);
 #pragma unroll
   for (int i = 0; i < per_thread; ++i) {
-    const int idx = i * threads + int(threadIdx.x);
-    const int r = idx / chunks, c = idx % chunks * lay::chunk;
+    const int r = lay::copy_row(int(threadIdx.x), i, threads, hs);
+    const int c = lay::copy_col(int(threadIdx.x), i, threads, hs);
     const bool valid = first + r < T;
     copy16_async(dst + r * (hs + pad_h) + c, src + std::int64_t(valid ? first + r : 0) * stride + c,
                  valid);
