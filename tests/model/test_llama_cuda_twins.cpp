@@ -253,3 +253,63 @@ TEST(LlamaCudaTwins, ReluSquaredMatchesCpu) {
 }
 
 }  // namespace
+
+// ---- the kernels' index maps, walked over whole grids (no GPU runs here) -----------------------
+namespace {
+
+// RMSNorm backward: every channel of the padded width has its own slot and the slot gives back
+// the channel, for widths on and off the 256-channel pass (the slots are a permutation).
+TEST(LlamaCudaTwins, RmsnormSlotMapIsABijection) {
+  for (const int C : {8, 264, 768, 1600}) {
+    const int padded = (C + d::rmsnorm_pass - 1) / d::rmsnorm_pass * d::rmsnorm_pass;
+    std::vector<int> seen(std::size_t(padded), 0);
+    for (int j = 0; j * d::rmsnorm_pass < C; ++j)
+      for (int lane = 0; lane < d::llama_kernel_warp; ++lane)
+        for (int k = 0; k < d::llama_kernel_pack; ++k) {
+          const int c = j * d::rmsnorm_pass + lane * d::llama_kernel_pack + k;
+          const int q = d::rmsnorm_channel_slot(j, lane, k);
+          ASSERT_GE(q, 0);
+          ASSERT_LT(q, padded);
+          ++seen[std::size_t(q)];
+          ASSERT_EQ(d::rmsnorm_slot_channel(q), c) << "C " << C;
+          if (lane + 1 < d::llama_kernel_warp) {  // lanes of one (j, k): consecutive floats
+            ASSERT_EQ(d::rmsnorm_channel_slot(j, lane + 1, k) - q, 1);
+          }
+        }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << C;
+  }
+}
+
+// RoPE: the grid of N·(H+KV)·(hs/16) threads rotates every (i, i + hs/2) pair of every q and k
+// head exactly once and never reaches v.
+TEST(LlamaCudaTwins, RopeGridCoversQAndKOnce) {
+  struct shape {
+    int N, H, KV, hs;
+  };
+  for (const auto& [N, H, KV, hs] :
+       {shape{5, 12, 6, 64}, shape{3, 4, 1, 16}, shape{2, 8, 8, 128}}) {
+    const int heads = H + KV, half = hs / 2;
+    const std::int64_t D = std::int64_t(H + 2 * KV) * hs;
+    std::vector<int> touched(std::size_t(N * D), 0);
+    const std::int64_t items = std::int64_t(N) * heads * (half / d::llama_kernel_pack);
+    for (std::int64_t item = 0; item < items; ++item) {
+      const auto [row, head, i] = d::rope_item_site(item, heads, hs);
+      ASSERT_LT(row, N);
+      ASSERT_LT(head, heads);
+      ASSERT_LE(i + d::llama_kernel_pack, half);
+      for (int k = 0; k < d::llama_kernel_pack; ++k) {
+        const std::int64_t lo = row * D + std::int64_t(head) * hs + i + k;
+        ++touched[std::size_t(lo)];
+        ++touched[std::size_t(lo + half)];
+      }
+    }
+    for (std::int64_t r = 0; r < N; ++r) {
+      for (std::int64_t c = 0; c < D; ++c) {
+        ASSERT_EQ(touched[std::size_t(r * D + c)], c < std::int64_t(heads) * hs ? 1 : 0)
+            << "row " << r << " channel " << c;
+      }
+    }
+  }
+}
+
+}  // namespace

@@ -26,6 +26,7 @@
 #include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/launch_checks.hpp"
+#include "trainkit/model/detail/llama_cuda_twins.hpp"
 
 namespace trainkit::model::kernels {
 
@@ -37,6 +38,9 @@ inline constexpr int rmsnorm_rows_per_chunk = 32;  // as layernorm_chunks.hpp, f
 inline constexpr int rmsnorm_rows_per_warp = rmsnorm_rows_per_chunk / rmsnorm_backward_warps;
 inline constexpr int rmsnorm_channels_per_pass = warp_size * pack;  // 256
 static_assert(rmsnorm_rows_per_chunk % rmsnorm_backward_warps == 0);
+static_assert(warp_size == detail::llama_kernel_warp && pack == detail::llama_kernel_pack &&
+                  rmsnorm_channels_per_pass == detail::rmsnorm_pass,
+              "the slot maps in llama_cuda_twins.hpp assume 32 lanes of 8 channels");
 
 inline std::size_t rmsnorm_chunks(std::size_t N) {
   return (N + rmsnorm_rows_per_chunk - 1) / rmsnorm_rows_per_chunk;
@@ -124,8 +128,9 @@ __host__ __device__ inline int rmsnorm_padded_channels(int C) {
 
 // Block = chunk of rmsnorm_rows_per_chunk rows; warp v takes rows v·R .. v·R + R − 1 of it.
 // Shared memory (with a gain): per warp, Σ dy·x̂ over its rows, `padded` floats, channel
-// c = 256·j + 8·lane + k kept at 256·j + 32·k + lane (the 32 lanes' adds for one (j, k) hit 32
-// consecutive floats: no bank conflicts), as layernorm.cuh.
+// c = 256·j + 8·lane + k kept at slot 256·j + 32·k + lane (no bank conflicts), as layernorm.cuh;
+// rmsnorm_channel_slot and its inverse rmsnorm_slot_channel (llama_cuda_twins.hpp) are walked
+// over whole widths by the CPU test.
 template <class = void>
 __global__ void __launch_bounds__(rmsnorm_backward_warps* warp_size)
     rmsnorm_backward_kernel(bf16_t* dinp, float* partial, const bf16_t* dout, const bf16_t* x,
@@ -161,14 +166,13 @@ __global__ void __launch_bounds__(rmsnorm_backward_warps* warp_size)
       const bf16x8 vx = load8(x + base + c), vd = load8(dout + base + c);
       const bf16x8 vw = w ? load8(w + c) : bf16x8{};
       bf16x8 g = load8(dinp + base + c);
-      const int slot = j * rmsnorm_channels_per_pass + lane;
 #pragma unroll
       for (int k = 0; k < pack; ++k) {
         const float norm = __bfloat162float(vx.v[k]) * s;
         const float d = __bfloat162float(vd.v[k]);
         const float dnorm = w ? __bfloat162float(vw.v[k]) * d : d;
         g.v[k] = __float2bfloat16(__bfloat162float(g.v[k]) + s * (dnorm - norm * dnorm_norm_mean));
-        if (w) dw_sum[slot + k * warp_size] += d * norm;
+        if (w) dw_sum[detail::rmsnorm_channel_slot(j, lane, k)] += d * norm;
       }
       store8(dinp + base + c, g);
     }
@@ -178,8 +182,7 @@ __global__ void __launch_bounds__(rmsnorm_backward_warps* warp_size)
   // The chunk's partial: the warps' slices added in warp order, written at the true channel.
   float* out = partial + std::int64_t(blockIdx.x) * C;
   for (int q = threadIdx.x; q < padded; q += blockDim.x) {
-    const int c = q / rmsnorm_channels_per_pass * rmsnorm_channels_per_pass +
-                  (q % warp_size) * pack + (q % rmsnorm_channels_per_pass) / warp_size;
+    const int c = detail::rmsnorm_slot_channel(q);
     if (c >= C) continue;
     float sum = slices[q];
     for (int v = 1; v < rmsnorm_backward_warps; ++v) sum += slices[std::int64_t(v) * padded + q];

@@ -31,6 +31,8 @@ namespace trainkit::model::kernels {
 
 using namespace trainkit::cuda;  // bf16 packs, launch checks
 
+static_assert(pack == detail::llama_kernel_pack, "rope_item_site assumes 8 pairs per thread");
+
 /// The device copy of a rope_host_table: cos and sin (max_T, half) in fp32, device pointers.
 struct rope_device_table {
   const float* cos = nullptr;
@@ -45,8 +47,7 @@ __global__ void rope_kernel(bf16_t* x, rope_device_table table, int N, int T, in
   const int half = hs / 2, groups = half / pack;
   const std::int64_t item = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (item >= std::int64_t(N) * heads * groups) return;
-  const std::int64_t row = item / (std::int64_t(heads) * groups);
-  const int head = int(item / groups % heads), i = int(item % groups) * pack;
+  const auto [row, head, i] = detail::rope_item_site(item, heads, hs);
   bf16_t* v = x + row * stride + std::int64_t(head) * hs;
   const std::int64_t t = row % T;
   const float* c = table.cos + t * table.half + i;

@@ -63,6 +63,37 @@ TRAINKIT_HOST_DEVICE inline rope_pair rope_rotate_pair(float a, float b, float c
   return {a * c - b * s, b * c + a * s};
 }
 
+// ---- tiling arithmetic shared with the kernels --------------------------------------------------
+// The index maps that are easy to get wrong, as functions the kernels call and the CPU test walks
+// over a whole grid (each output written once, nothing else touched), since no GPU runs here.
+
+inline constexpr int llama_kernel_warp = 32;  // lanes; the kernels static_assert warp_size matches
+inline constexpr int llama_kernel_pack = 8;   // bf16 per 16-byte access; likewise `pack`
+inline constexpr int rmsnorm_pass = llama_kernel_warp * llama_kernel_pack;  // channels per pass
+
+/// RMSNorm backward's shared-memory slot of channel c = 256·j + 8·lane + k: 256·j + 32·k + lane
+/// (the 32 lanes' adds for one (j, k) hit 32 consecutive floats, no bank conflicts).
+TRAINKIT_HOST_DEVICE inline int rmsnorm_channel_slot(int j, int lane, int k) {
+  return j * rmsnorm_pass + k * llama_kernel_warp + lane;
+}
+/// The inverse: the channel whose sums sit in slot q.
+TRAINKIT_HOST_DEVICE inline int rmsnorm_slot_channel(int q) {
+  return q / rmsnorm_pass * rmsnorm_pass + (q % llama_kernel_warp) * llama_kernel_pack +
+         (q % rmsnorm_pass) / llama_kernel_warp;
+}
+
+/// RoPE's thread `item` of a grid over (row, head, group of 8 pairs): its row, head and first pair
+/// index i (it rotates pairs (i + k, i + k + hs/2), k < 8).
+struct rope_site {
+  std::int64_t row;
+  int head, i;
+};
+TRAINKIT_HOST_DEVICE inline rope_site rope_item_site(std::int64_t item, int heads, int hs) {
+  const int groups = hs / 2 / llama_kernel_pack;
+  return {item / (std::int64_t(heads) * groups), int(item / groups % heads),
+          int(item % groups) * llama_kernel_pack};
+}
+
 // ---- twins of the kernels -----------------------------------------------------------------------
 
 inline float round_to_bf16(float x) {
