@@ -5,8 +5,9 @@
 // norm ‖twin − cpu‖/‖cpu‖ of 1e-2 (one rounding is at most 2⁻⁹ relative, ~2e-3 in norm; a pairing
 // or sign slip lands near 1). The RoPE table the CUDA policy uploads must equal llama_cpu's bit for
 // bit. RMSNorm is also run on rows with mean(x²) ≈ 1e-6, where ε = 1e-5 dominates and putting ε
-// outside the root would be visible. The GPU kernels are held to these twins by
-// tests/cuda/test_llama_kernels.cu.
+// outside the root would be visible. The kernels' shared index maps (RMSNorm backward's
+// shared-memory slots, RoPE's thread-to-pairs map) are walked over whole grids. The GPU kernels
+// are held to these twins by tests/cuda/test_llama_kernels.cu.
 #include "trainkit/model/detail/llama_cuda_twins.hpp"  // first: the header compiles on its own
 
 #include <gtest/gtest.h>
