@@ -53,8 +53,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
-kernel_tests=(test_cuda_kernels test_adamw_cuda)  # one process per test
-tests=(test_cuda_core test_pinned_prefetcher test_cuda_stager test_cuda_kernels test_adamw_cuda test_cuda_gpt2
+kernel_tests=(test_cuda_kernels test_cuda_llama_kernels test_adamw_cuda)  # one process per test
+tests=(test_cuda_core test_pinned_prefetcher test_cuda_stager test_cuda_kernels test_cuda_llama_kernels test_adamw_cuda test_cuda_gpt2
        test_cuda_golden test_cuda_training test_cuda_link test_cuda_flash_attention test_muon_cuda
        test_muon_cuda_step)
 benches=(bench_gpu_prefetch bench_gpu_training profile_kernels bench_gpu_attention)
