@@ -61,12 +61,11 @@ inline constexpr std::array<field_flag, 25> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 8> family_field_flags{{
+inline constexpr std::array<field_flag, 7> family_field_flags{{
     // llama_config (model/llama_config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
     {"llama_config.qk_norm", "--qk-norm"},
-    {"llama_config.tied_embeddings", "--tie-embeddings"},
     // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
     // adamw_config above, checked there first)
     {"muon_config.lr", "--muon-lr"},
