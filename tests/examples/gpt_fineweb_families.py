@@ -5,8 +5,9 @@ Small CPU runs (d2, one thread, the embedded corpus unless a mode writes its own
 
   llama     a Llama d2 run trains (the last losses well below the first); its shape flags reach
             the model (the "model ..." line of --kv-heads 2 --mlp relu2 --qk-norm
-            --tie-embeddings); TensorBoard, `report`, HellaSwag during training and --sample from
-            its checkpoint work as for GPT-2.
+            --tie-embeddings); TensorBoard, `report`, HellaSwag during training (and `eval
+            --init-from-hf --arch llama` of its export, the same score) and --sample from its
+            checkpoint work as for GPT-2.
   muon      --optimizer muon trains both families (losses fall; the checkpoint holds Muon's
             momentum, so Muon ran, and the losses differ from AdamW's, so the flag was not
             ignored); --muon-lr reaches the run (another rate, other losses).
@@ -101,11 +102,21 @@ class Runner:
         ckpt = self.path("llama_ckpt")
         _, out = self.trains("llama", ["--arch", "llama", "--lr", "3e-3", "--tensorboard", tb,
                                        "--ckpt-mode", "sync", "--ckpt-dir", ckpt,
-                                       "--hellaswag", fixture, "--hellaswag-every", "10"])
+                                       "--hellaswag", fixture, "--hellaswag-every", "10",
+                                       "--export-hf", self.path("llama_hf")])
         if "model L=2 H=2 KV=1 C=128 F=384" not in out or "mlp=swiglu untied" not in out:
             self.fail("the llama d2 run is not the preset's model:\n%s" % out[:400])
         if len(re.findall(r"hellaswag at step (?:10|20): 3 examples", out)) != 2:
             self.fail("HellaSwag during a llama run was not scored at steps 10 and 20:\n%s" % out)
+        # `eval` of the exported folder scores what training scored after its last step.
+        last = re.search(r"hellaswag at step 20: ([^\n]*)", out)
+        scored = self.run(["eval", "--hellaswag", fixture, "--init-from-hf", self.path("llama_hf"),
+                           "--arch", "llama"])
+        if not last or scored != "hellaswag: %s\n" % last.group(1):
+            self.fail("eval of the llama export printed '%s', training's last score '%s'"
+                      % (scored, last and last.group(1)))
+        self.run(["eval", "--hellaswag", fixture, "--init-from-hf", self.path("llama_hf")], 2,
+                 r"model_type is \"llama\", not \"gpt2\"|llama_hf")
         if not any(f.startswith("events.out.tfevents") for f in os.listdir(tb)):
             self.fail("no TensorBoard event file in %s" % tb)
         report = self.run(["report", self.path("llama.jsonl")])
@@ -223,6 +234,8 @@ class Runner:
                           "--ckpt-mode", "async", "--ckpt-dir", self.path("ack")], 2,
                  r"^gpt_fineweb: error: --ckpt-mode async: --optimizer muon under --reducer mpi "
                  r"shards Muon's momentum")
+        self.run(SMALL + ["--steps", "1", "--optimizer", "muon", "--reducer", "mpi-zero1"], 2,
+                 r"^gpt_fineweb: error: --reducer mpi-zero1: --optimizer muon has no ZeRO-1 form")
         del w
 
     def write_shard(self, name, tokens):

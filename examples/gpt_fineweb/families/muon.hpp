@@ -62,6 +62,10 @@ struct muon_family {
           "--ckpt-mode async: --optimizer muon under --reducer mpi shards Muon's momentum over "
           "the ranks, whose checkpoints are written synchronously, every rank its shard; use "
           "--ckpt-mode sync or none");
+    if (o.reducer == "mpi-zero1" || o.reducer == "nccl-zero1")
+      throw trainkit::config_error("--reducer " + o.reducer +
+                                   ": --optimizer muon has no ZeRO-1 form; its sharded form runs "
+                                   "under --reducer mpi (sharded_muon_cpu)");
     config_type c;
     c.lr = float(f.lr);
     c.momentum = float(f.momentum);
