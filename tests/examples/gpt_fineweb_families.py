@@ -119,6 +119,9 @@ class Runner:
                  r"model_type is \"llama\", not \"gpt2\"|llama_hf")
         if not any(f.startswith("events.out.tfevents") for f in os.listdir(tb)):
             self.fail("no TensorBoard event file in %s" % tb)
+        with open(self.path("llama.svg"), encoding="utf-8") as f:
+            if "gpt_fineweb llama d2 adamw (cpu)" not in f.read():
+                self.fail("the chart of the llama run does not name its family")
         report = self.run(["report", self.path("llama.jsonl")])
         if "verdict:" not in report:
             self.fail("`report` of the llama metrics has no verdict:\n%s" % report)
@@ -160,7 +163,6 @@ class Runner:
             self.fail("--muon-lr 0.04 did not change the run: %s vs %s" % (other, base))
 
     def refusals(self):
-        w = self.args.work
         ckpt = self.path("ckpt")
         run2 = SMALL + ["--steps", "2", "--ckpt-mode", "sync", "--ckpt-dir", ckpt]
         self.run(run2 + ["--arch", "llama", "--optimizer", "muon"])
@@ -236,7 +238,6 @@ class Runner:
                  r"shards Muon's momentum")
         self.run(SMALL + ["--steps", "1", "--optimizer", "muon", "--reducer", "mpi-zero1"], 2,
                  r"^gpt_fineweb: error: --reducer mpi-zero1: --optimizer muon has no ZeRO-1 form")
-        del w
 
     def write_shard(self, name, tokens):
         """An llm.c token shard: 256 int32 header (magic, version, count), uint16 tokens."""

@@ -177,7 +177,8 @@ inline void write_run_chart(const train_options& o,
   fs::path chart = o.chart;
   if (chart.empty() && !o.metrics.empty()) chart = fs::path(o.metrics).replace_extension(".svg");
   if (chart.empty()) return;
-  const std::string title = "gpt_fineweb " + o.model + " (" + o.device + ")";
+  const std::string title =
+      "gpt_fineweb " + o.arch + " " + o.model + " " + o.optimizer + " (" + o.device + ")";
   if (!o.metrics.empty()) {
     const auto file = trainkit::read_metrics_jsonl(o.metrics);
     trainkit::write_chart_svg(chart, file.steps, {.title = title});
