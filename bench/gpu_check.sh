@@ -78,6 +78,10 @@ if [[ $mode == build ]]; then
   else
     echo "gpu_check: no cudnn-frontend here: test_cuda_cudnn_attention and the cudnn cases not built"
   fi
+  # The NCCL reducers' pre-multiplied-sum test exists when CMake found NCCL.
+  if cmake --build "$tree" --target help | grep -q '^test_nccl_premul:'; then
+    tests+=(test_nccl_premul)
+  fi
   cmake --build "$tree" --target "${tests[@]}" "${benches[@]}" "${programs[@]}" -j"${JOBS:-1}"
   rm -rf "$carry"
   mkdir -p "$carry/bin" "$carry/lib"
@@ -298,13 +302,13 @@ step() {
 
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
-lim_core=15 lim_nccl=30 lim_kernels=45 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
+lim_core=15 lim_nccl=20 lim_premul=10 lim_kernels=45 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
 lim_gpt2=35 lim_golden=10 lim_training=30 lim_link=10 lim_bench=45 lim_graph=20 lim_torch=45
 lim_profile=20 lim_attn=15 lim_memcheck=20 lim_fineweb=30
-sum=$((lim_core + lim_nccl + lim_kernels + lim_flash + lim_cudnn + lim_prefetch + lim_stager + lim_gpt2 +
+sum=$((lim_core + lim_nccl + lim_premul + lim_kernels + lim_flash + lim_cudnn + lim_prefetch + lim_stager + lim_gpt2 +
   lim_golden + lim_training + lim_link + lim_bench + lim_graph + lim_torch + lim_profile + lim_attn +
   lim_memcheck + lim_fineweb))
-say "budget: core $lim_core + nccl $lim_nccl + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
+say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
 if ((sum > 420)); then  # one device-tool call of <= 420 s leaves a second, shorter one in 15 minutes
   say "gpu_check: the step limits exceed 420 s; fix the lim_* values"
   write_summary
@@ -317,6 +321,10 @@ fi
 step test_cuda_core "$lim_core" gtest "$bin/test_cuda_core" --gtest_color=no
 step "test_cuda_training nccl (*Nccl*)" "$lim_nccl" gtest "$bin/test_cuda_training" --gtest_color=no \
   --gtest_filter='*Nccl*'
+# Both NCCL reducers with a pre-multiplied sum (x2): over one GPU a real reduction kernel runs.
+if [[ -x $bin/test_nccl_premul ]]; then
+  step test_nccl_premul "$lim_premul" gtest "$bin/test_nccl_premul" --gtest_color=no
+fi
 # 2. kernel tests: one process per test, faults named.
 kernels_end=$((SECONDS + lim_kernels))
 for t in "${kernel_tests[@]}"; do

@@ -1,7 +1,10 @@
 // GPU tests of trainkit's flash attention (model/cuda/flash_attention.cuh) against the naive CPU
-// attention (out, dq, dk, dv) and the CPU twin of its tiling (the saved log-sum-exp): head sizes
-// 64 and 128, T on and off the 64-row tile and at the training shape (head size 64, T = 1024),
-// outputs poisoned first. Tolerances are sized to the kernels' real error: a CPU port of their
+// attention (out, dq, dk, dv), the CPU twin of its tiling (the saved log-sum-exp) and the
+// lane-level CPU emulation of the forward kernel (flash_mma_port.hpp: the same MMA fragments,
+// roundings and online softmax, so the kernel must match it to a flipped bf16 rounding here and
+// there, mma_port_rounding_distance, and its lse to fp32 ulps): head sizes 64 and 128, T on and
+// off the 64-row tile (1000, 67, 17) and at the training shape (head size 64, T = 1024), outputs
+// poisoned first. Tolerances are sized to the kernels' real error: a CPU port of their
 // arithmetic with their bf16 roundings (flash_port.hpp) gives the error they should have against
 // the naive attention, and the kernels must come within 1.5× of it (a rounding flip here and there
 // from another fp32 summation order) and close to the port itself. Without a GPU: the port shows
@@ -11,10 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
 
+#include "flash_mma_port.hpp"
 #include "flash_port.hpp"
 #include "gpu_test_support.cuh"
 #include "reference.hpp"
@@ -32,7 +38,9 @@ constexpr double tol_lse = 1e-3;
 
 /// The tolerance of a kernel output whose port (same roundings) is `port_error` off the naive
 /// attention: another fp32 summation order flips a bf16 rounding here and there, no more.
-double sized_tolerance(double port_error) { return 1.5 * port_error + 2e-4; }
+double sized_tolerance(double port_error) {
+  return 1.5 * port_error + 2e-4;
+}
 
 struct port_errors {
   fvec out, lse, dqkv;  // the port's results
@@ -94,6 +102,19 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
       << "out, T=" << T << " C=" << C << "; the port's error is " << port.out_error;
   EXPECT_LT(relative_error(out_h, port.out), port.out_error) << "out vs the port";
   EXPECT_LT(relative_error(to_host_raw(lse), exp_lse), tol_lse) << "lse, T=" << T;
+  // The forward kernel against its lane-level emulation: same fragments, same roundings.
+  fvec emu_out, emu_lse;
+  flash_forward_mma_port(emu_out, emu_lse, qkv, B, T, C, H);
+  EXPECT_LT(relative_error(out_h, emu_out), mma_port_rounding_distance)
+      << "out vs the emulation, T=" << T << " C=" << C << " H=" << H;
+  {
+    const fvec lse_h = to_host_raw(lse);
+    double worst = 0;
+    for (std::size_t i = 0; i < nl; ++i)
+      worst = std::isfinite(lse_h[i]) ? std::max(worst, double(std::abs(lse_h[i] - emu_lse[i])))
+                                      : INFINITY;
+    EXPECT_LT(worst, mma_port_lse_distance) << "lse vs the emulation, T=" << T;
+  }
 
   k::flash_attention_backward(dev(dqkv), delta.data(), dq_accum.data(), dev(d_dout), dev(d_qkv),
                               dev(out), lse.data(), B, T, C, H, 0);
@@ -102,10 +123,12 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
     const fvec got = part_of_dqkv(dqkv_h, B * T, C, part);
     EXPECT_LT(relative_error(got, part_of_dqkv(exp_dqkv, B * T, C, part)),
               sized_tolerance(port.d_error[part]))
-        << "d" << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H
-        << "; the port's error is " << port.d_error[part];
+        << "d"
+        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H << "; the port's error is "
+        << port.d_error[part];
     EXPECT_LT(relative_error(got, part_of_dqkv(port.dqkv, B * T, C, part)), port.d_error[part])
-        << "d" << "qkv"[part] << " vs the port";
+        << "d"
+        << "qkv"[part] << " vs the port";
   }
 }
 
@@ -127,6 +150,18 @@ TEST(CudaFlashAttention, Head128PastTheTile) {
 TEST(CudaFlashAttention, Head128Long) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   check_flash_attention(1, 1000, 512, 4, 24);
+}
+
+// Ragged T off the tile at the training head size, and a sequence shorter than one tile.
+TEST(CudaFlashAttention, Head64RaggedLong) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(1, 1000, 128, 2, 27);
+}
+
+TEST(CudaFlashAttention, ShorterThanOneTile) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(2, 17, 128, 2, 28);  // head size 64
+  check_flash_attention(1, 17, 256, 2, 29);  // head size 128
 }
 
 // The training shape: GPT-2's head size 64 at T = 1024 (d12's 12 heads).

@@ -37,6 +37,7 @@
 #include "trainkit/comm/nccl_communicator.hpp"
 #include "trainkit/comm/nccl_group.hpp"
 #include "trainkit/comm/nccl_scalars.hpp"
+#include "trainkit/comm/nccl_sum_op.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/error.hpp"
@@ -50,8 +51,11 @@ namespace trainkit::reduce {
 
 class nccl_allreduce {
  public:
-  /// Reduces over `comm`, which must outlive the reducer.
-  explicit nccl_allreduce(const comm::nccl_communicator& comm) : comm_(&comm) {}
+  /// Reduces over `comm`, which must outlive the reducer. `premultiply` scales every rank's
+  /// gradients inside the sum (comm/nccl_sum_op.hpp): 1 in training, where the trainer scales the
+  /// micro-steps; the one-GPU tests pass 2 so that a world of one launches a real reduction.
+  explicit nccl_allreduce(const comm::nccl_communicator& comm, float premultiply = 1.0f)
+      : comm_(&comm), op_(premultiply, "nccl_allreduce") {}
 
   nccl_allreduce(nccl_allreduce&&) noexcept = default;  // only before attach (the trainer's move)
   nccl_allreduce& operator=(nccl_allreduce&&) = delete;
@@ -89,6 +93,7 @@ class nccl_allreduce {
     base_ = grads.data();
     buckets_.assign(buckets.begin(), buckets.end());
     streams_.attach(std::move(names), ctx.stream());
+    op_.create(comm_->get());
   }
 
   /// Bucket i's last writer is enqueued on the compute stream: reduce it on the comm stream after.
@@ -101,7 +106,7 @@ class nccl_allreduce {
       for (std::size_t done = 0; done < r.count;) {  // counts are size_t, but stay in int pieces
         const std::size_t n = std::min<std::size_t>(r.count - done, INT_MAX);
         comm::nccl_check(
-            ncclAllReduce(p + done, p + done, n, ncclBfloat16, ncclSum, comm_->get(), s),
+            ncclAllReduce(p + done, p + done, n, ncclBfloat16, op_.get(), comm_->get(), s),
             "ncclAllReduce", comm_->get());
         done += n;
       }
@@ -131,6 +136,7 @@ class nccl_allreduce {
   std::vector<gradient_bucket> buckets_;  // copied: publication order, ranges
   comm::nccl_bucket_stream streams_{"nccl_allreduce"};
   comm::nccl_scalars scalars_;  // the rank-aware hooks
+  comm::nccl_sum_op op_;        // the buckets' reduction: ncclSum unless pre-multiplied
 };
 
 static_assert(rank_aware<nccl_allreduce>);

@@ -59,6 +59,7 @@
 #include "trainkit/comm/nccl_communicator.hpp"
 #include "trainkit/comm/nccl_group.hpp"
 #include "trainkit/comm/nccl_scalars.hpp"
+#include "trainkit/comm/nccl_sum_op.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
@@ -78,7 +79,10 @@ namespace trainkit::reduce {
 class nccl_zero1 {
  public:
   /// Reduces over `comm`, which must outlive the reducer (and is the optimizer's too).
-  explicit nccl_zero1(const comm::nccl_communicator& comm) : comm_(&comm) {}
+  /// `premultiply` scales every rank's gradients inside the sum (comm/nccl_sum_op.hpp): 1 in
+  /// training; the one-GPU tests pass 2 so that a world of one launches a real reduction.
+  explicit nccl_zero1(const comm::nccl_communicator& comm, float premultiply = 1.0f)
+      : comm_(&comm), op_(premultiply, "nccl_zero1") {}
 
   nccl_zero1(nccl_zero1&&) noexcept = default;  // only before attach (the trainer's move)
   nccl_zero1& operator=(nccl_zero1&&) = delete;
@@ -107,6 +111,7 @@ class nccl_zero1 {
     base_ = grads.data();
     n_ = grads.size();
     compute_ = ctx.stream();
+    op_.create(comm_->get());
     const std::vector<model::gradient_range> shards = optim::zero1_shards(n_, world_size());
     shard_ = shards[std::size_t(rank())];
     const auto buckets = model.gradient_buckets();
@@ -151,8 +156,9 @@ class nccl_zero1 {
     comm::nccl_group group(comm_->get());
     for (const piece& p : plans_[i]) {
       trainkit::bf16* at = base_ + p.offset;  // in place: the owner's sum replaces its own part
-      comm::nccl_check(ncclReduce(at, at, p.count, ncclBfloat16, ncclSum, p.owner, comm_->get(), s),
-                       "ncclReduce", comm_->get());
+      comm::nccl_check(
+          ncclReduce(at, at, p.count, ncclBfloat16, op_.get(), p.owner, comm_->get(), s),
+          "ncclReduce", comm_->get());
     }
     group.end();
   }
@@ -229,6 +235,7 @@ class nccl_zero1 {
   cuda::device_buffer<float> norm_and_factor_;  // (2,) ‖g‖, clipping factor
   cuda::pinned_buffer<float> host_norm_;        // (2,)
   comm::nccl_scalars scalars_;                  // the rank-aware hooks
+  comm::nccl_sum_op op_;  // the buckets' reduction: ncclSum unless pre-multiplied
 };
 
 static_assert(rank_aware<nccl_zero1>);

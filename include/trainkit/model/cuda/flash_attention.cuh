@@ -1,23 +1,34 @@
 // trainkit/model/cuda/flash_attention.cuh — trainkit's own causal flash attention, forward and
 // backward, without a T×T matrix.
 //
-// bf16 in and out, fp32 accumulation, tensor cores through WMMA (16×16×16 bf16 fragments). The
-// tiling, the base-2 online softmax and the saved log-sum-exp are those of the CPU twin
-// detail/flash_attention_reference.hpp, which is tested against the naive attention; the twin's
-// header comment states the algorithm. Reads q, k, v straight from the QKV GEMM's (B, T, 3C)
-// output and writes (B, T, C): no permute kernels.
+// bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and
+// the saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is
+// tested against the naive attention; the twin's header comment states the algorithm. Reads q,
+// k, v straight from the QKV GEMM's (B, T, 3C) output and writes (B, T, C): no permute kernels.
 //
-// Forward: one block of 4 warps per (query tile of 64 rows, batch·head); warp w owns rows
-// 16w..16w+15. K and V tiles pass through shared memory; scores go fragment → shared fp32, the
-// softmax runs there, P is rounded to bf16 for the P·V product, O stays in shared fp32 so the
-// rescale by 2^(m − m') touches known rows (WMMA fragments have no documented element order).
-// Key tiles past the query tile's diagonal are never visited.
+// Forward, in the manner of FlashAttention-2 (Dao 2023, §3.1): one block of 4 warps per (query
+// tile of 64 rows, batch·head), warp w owns rows 16w..16w+15 and keeps everything of them in
+// registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight m16n8 fp32 accumulators, the
+// running max and sum of its two rows per lane (row statistics reduce over the quad with two
+// `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from S's accumulators into
+// the A fragments of P·V (an m16n8 accumulator pair is exactly one A fragment: no shared memory
+// round trip). Products are `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline PTX); operands
+// come from shared memory by `ldmatrix` (`.trans` for V) out of unpadded tiles whose 16-byte
+// chunks are XOR-swizzled, so neither ldmatrix nor the copies meet bank conflicts. K and V tiles
+// arrive by `cp.async` into two stages: tile j+1 is in flight while tile j is multiplied; rows
+// past T are zero-filled by the copy. Only the diagonal key tile is masked; later tiles are never
+// visited. The index arithmetic (swizzle, ldmatrix lane addresses, accumulator rows and columns,
+// the diagonal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU
+// emulation of this kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) =
+// 40 KiB (hs 64) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
 // Backward: a pre-pass computes D = rowsum(dout ∘ out); one block per (key tile, batch·head)
 // keeps dK and dV in shared fp32 and visits only the query tiles that see its keys, recomputing
 // P from the saved log-sum-exp; dQ is added with fp32 atomics into a (B, T, C) float buffer that
-// a last pass rounds into dqkv. Shared memory: forward 71 KiB (hs 64) / 111 KiB (hs 128),
-// backward 105.5 / 170 KiB (S, dP and the dQ strip share one buffer, P stays in registers), within
-// the 227 KiB of an H100/H200 SM (opted in per kernel): two blocks per SM at hs 64 in both passes.
+// a last pass rounds into dqkv. Products through WMMA (16×16×16 bf16) on padded tiles; all tiles
+// arrive by cp.async (zero-filled past T). Where a second stage of the q and dout tiles fits
+// without losing a block per SM (hs 128: 170 → 204 KiB, one block either way), the next query
+// tile's q and dout are prefetched while this one is worked on; at hs 64 (105.5 KiB, two blocks
+// per SM) a second stage (+18 KiB) would leave one block per SM, so it is not taken.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,6 +44,7 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
+#include "trainkit/model/detail/flash_mma_layout.hpp"
 
 namespace trainkit::model::kernels {
 
@@ -54,22 +66,14 @@ inline constexpr int pad_f = 4;  // float elements
 inline constexpr float log2e = float(detail::flash_log2e);
 inline constexpr float ln2 = float(detail::flash_ln2);
 
+// Q, then K and V in two stages each; tiles are block_q × hs bf16 without padding (swizzled).
 template <int hs>
 struct forward_smem {
-  static constexpr int ld_h = hs + pad_h;       // q, k, v tiles (bf16)
-  static constexpr int ld_s = block_k + pad_f;  // scores (float)
-  static constexpr int ld_p = block_k + pad_h;  // probabilities (bf16)
-  static constexpr int ld_o = hs + pad_f;       // output accumulator (float)
+  static constexpr std::size_t tile = std::size_t(block_q) * hs * 2;
   static constexpr std::size_t q = 0;
-  static constexpr std::size_t k = q + std::size_t(block_q) * ld_h * 2;
-  static constexpr std::size_t v = k + std::size_t(block_k) * ld_h * 2;
-  static constexpr std::size_t s = v + std::size_t(block_k) * ld_h * 2;
-  static constexpr std::size_t p = s + std::size_t(block_q) * ld_s * 4;
-  static constexpr std::size_t o = p + std::size_t(block_q) * ld_p * 2;
-  static constexpr std::size_t m = o + std::size_t(block_q) * ld_o * 4;
-  static constexpr std::size_t l = m + block_q * 4;
-  static constexpr std::size_t corr = l + block_q * 4;
-  static constexpr std::size_t bytes = corr + block_q * 4;
+  static constexpr std::size_t k = q + tile;      // stages at k and k + tile
+  static constexpr std::size_t v = k + 2 * tile;  // stages at v and v + tile
+  static constexpr std::size_t bytes = v + 2 * tile;
 };
 
 // The scores S, then dP, then the dQ strip share one fp32 buffer: each warp uses only its own 16
@@ -92,28 +96,108 @@ struct backward_smem {
   static constexpr std::size_t dv = dk + std::size_t(block_k) * ld_a * 4;
   static constexpr std::size_t lse = dv + std::size_t(block_k) * ld_a * 4;
   static constexpr std::size_t delta = lse + block_q * 4;
-  static constexpr std::size_t bytes = delta + block_q * 4;
+  static constexpr std::size_t one_stage = delta + block_q * 4;
+  // A second stage of q and dout for the next query tile, taken only where it costs no block
+  // per SM (Hopper: 228 KiB per SM, 1 KiB reserved per block, at most 227 KiB per block).
+  static constexpr std::size_t stage_bytes = 2 * std::size_t(block_q) * ld_h * 2;
+  static constexpr int blocks_per_sm(std::size_t b) { return int(228 * 1024 / (b + 1024)); }
+  static constexpr bool prefetch =
+      one_stage + stage_bytes <= 227 * 1024 &&
+      blocks_per_sm(one_stage + stage_bytes) == blocks_per_sm(one_stage);
+  static constexpr std::size_t q_next = one_stage;  // used only when prefetch
+  static constexpr std::size_t dy_next = q_next + std::size_t(block_q) * ld_h * 2;
+  static constexpr std::size_t bytes = prefetch ? one_stage + stage_bytes : one_stage;
 };
-// Hopper: 228 KiB of shared memory per SM, 1 KiB of it reserved per block.
-static_assert(2 * (backward_smem<64>::bytes + 1024) <= 228 * 1024,
+static_assert(backward_smem<64>::blocks_per_sm(backward_smem<64>::bytes) == 2,
               "two hs-64 backward blocks must fit one SM");
+static_assert(!backward_smem<64>::prefetch && backward_smem<128>::prefetch,
+              "the prefetch choice the header comment and docs/cuda.md describe");
 
-// rows × hs bf16 from a (·, stride) matrix starting at row `first` into a padded shared tile;
-// rows at or past T become zeros (a garbage V row times a zero probability could be NaN).
+namespace lay = detail::flash_mma;
+
+__device__ inline std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared without passing through registers; `valid` false writes zeros (the
+// source is not read: a garbage V row times a zero probability could be NaN).
+__device__ inline void copy16_async(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ inline void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Wait until at most `Pending` committed groups of this thread are still in flight.
+template <int Pending>
+__device__ inline void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// block_q × hs bf16 from a (·, stride) matrix starting at row `first` into a swizzled shared tile
+// (lay::swizzled); rows at or past T become zeros.
 template <int hs>
-__device__ inline void load_tile(bf16_t* dst, const bf16_t* src, std::int64_t stride, int first,
-                                 int rows, int T) {
-  constexpr int chunks = hs / pack;
-  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-    const int r = i / chunks, c = (i % chunks) * pack;
-    bf16x8 x;
-    if (first + r < T) {
-      x = load8(src + std::int64_t(first + r) * stride + c);
-    } else {
-      for (int e = 0; e < pack; ++e) x.v[e] = __float2bfloat16(0.0f);
-    }
-    store8(dst + r * (hs + pad_h) + c, x);
+__device__ inline void copy_tile_async(bf16_t* dst, const bf16_t* src, std::int64_t stride,
+                                       int first, int T) {
+  constexpr int per_thread = block_q * hs / lay::chunk / threads;
+  static_assert(per_thread * threads * lay::chunk == block_q * hs);
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) {
+    const int r = lay::copy_row(int(threadIdx.x), i, threads, hs);
+    const int c = lay::copy_col(int(threadIdx.x), i, threads, hs);
+    const bool valid = first + r < T;
+    copy16_async(dst + lay::swizzled(r, c, hs),
+                 src + std::int64_t(valid ? first + r : 0) * stride + c, valid);
   }
+}
+
+// block_q × hs bf16 into a padded shared tile (rows hs + pad_h long, for WMMA): the same chunk
+// per thread as copy_tile_async (lay::copy_row/copy_col), unswizzled.
+template <int hs>
+__device__ inline void copy_padded_tile_async(bf16_t* dst, const bf16_t* src, std::int64_t stride,
+                                              int first, int T) {
+  constexpr int per_thread = block_q * hs / lay::chunk / threads;
+  static_assert(per_thread * threads * lay::chunk == block_q * hs);
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) {
+    const int r = lay::copy_row(int(threadIdx.x), i, threads, hs);
+    const int c = lay::copy_col(int(threadIdx.x), i, threads, hs);
+    const bool valid = first + r < T;
+    copy16_async(dst + r * (hs + pad_h) + c, src + std::int64_t(valid ? first + r : 0) * stride + c,
+                 valid);
+  }
+}
+
+// ldmatrix .x4: four 8 × 8 bf16 matrices, lanes 8j..8j+7 giving the row addresses of matrix j.
+__device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const bf16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+__device__ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const bf16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+
+// d (16 × 8 fp32) += a (16 × 16 bf16, row) · b (16 × 8 bf16, col).
+__device__ inline void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                    std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to bf16 in one register, `lo` in the low half (the lower column of a
+// fragment pair).
+__device__ inline std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  std::uint32_t r;
+  memcpy(&r, &v, sizeof r);
+  return r;
 }
 
 namespace wmma = nvcuda::wmma;
@@ -151,103 +235,148 @@ __global__ void __launch_bounds__(flash::threads)
                                    int H) {
   using namespace flash;
   using L = forward_smem<hs>;
+  static_assert(block_q == block_k, "one tile size for Q, K and V");
+  constexpr int tile = block_q * hs;  // elements
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
   bf16_t* sv = reinterpret_cast<bf16_t*>(smem + L::v);
-  float* ss = reinterpret_cast<float*>(smem + L::s);
-  bf16_t* sp = reinterpret_cast<bf16_t*>(smem + L::p);
-  float* so = reinterpret_cast<float*>(smem + L::o);
-  float* sm = reinterpret_cast<float*>(smem + L::m);
-  float* sl = reinterpret_cast<float*>(smem + L::l);
-  float* scorr = reinterpret_cast<float*>(smem + L::corr);
 
   // The last query tiles visit the most key tiles: launch them first so they do not finish last.
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
-  const int q0 = qt * block_q;
+  const int q0 = qt * block_q, last = detail::flash_last_key_tile(qt);
   const std::int64_t row = 3 * std::int64_t(C);
   const bf16_t* q = qkv + std::int64_t(b) * T * row + std::int64_t(h) * hs;
   const bf16_t* k = q + C;
   const bf16_t* v = q + 2 * C;
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
+  const int r0 = warp * 16;  // this warp's rows of the tile
   const float scale_log2 = rsqrtf(float(hs)) * log2e;
 
-  load_tile<hs>(sq, q, row, q0, block_q, T);
-  for (int i = threadIdx.x; i < block_q * L::ld_o; i += blockDim.x) so[i] = 0.0f;
-  for (int i = threadIdx.x; i < block_q; i += blockDim.x) {
-    sm[i] = -INFINITY;
-    sl[i] = 0.0f;
-  }
+  copy_tile_async<hs>(sq, q, row, q0, T);
+  copy_tile_async<hs>(sk, k, row, 0, T);
+  copy_tile_async<hs>(sv, v, row, 0, T);
+  commit_copies();
 
-  for (int kt = 0; kt <= detail::flash_last_key_tile(qt); ++kt) {
-    const int k0 = kt * block_k;
-    __syncthreads();  // every warp is done with the previous K and V tiles
-    load_tile<hs>(sk, k, row, k0, block_k, T);
-    load_tile<hs>(sv, v, row, k0, block_k, T);
+  std::uint32_t qa[hs / 16][4];         // this warp's Q strip, A fragments per 16 dims
+  float o[hs / 8][4] = {};              // O (16 × hs)
+  float m[2] = {-INFINITY, -INFINITY};  // running max of rows lane/4 and lane/4 + 8 (base 2)
+  float l[2] = {0.0f, 0.0f};            // this lane's share of their running sums
+
+  for (int kt = 0; kt <= last; ++kt) {
+    const int stage = kt & 1;
+    // The next K, V tiles into the other stage, whose readers passed the barrier at the end of
+    // the previous iteration; then wait for this tile's group only.
+    if (kt < last) {
+      copy_tile_async<hs>(sk + (stage ^ 1) * tile, k, row, (kt + 1) * block_k, T);
+      copy_tile_async<hs>(sv + (stage ^ 1) * tile, v, row, (kt + 1) * block_k, T);
+      commit_copies();
+      wait_copies<1>();
+    } else {
+      wait_copies<0>();
+    }
     __syncthreads();
+    if (kt == 0) {
+#pragma unroll
+      for (int kk = 0; kk < hs / 16; ++kk)
+        ldmatrix_x4(qa[kk], sq + lay::swizzled(r0 + lay::ldsm_a_row(lane),
+                                               16 * kk + lay::ldsm_a_col(lane), hs));
+    }
+    const bf16_t* ks = sk + stage * tile;
+    const bf16_t* vs = sv + stage * tile;
 
-    const int r0 = warp * 16;  // this warp's rows of the tile
-    strip_times_transposed<hs>(ss + r0 * L::ld_s, L::ld_s, sq + r0 * L::ld_h, L::ld_h, sk, L::ld_h);
-    __syncwarp();
-    // Online softmax, one row at a time, two columns per lane.
-    for (int r = r0; r < r0 + 16; ++r) {
-      const int t = q0 + r;
-      float x[2];
-      for (int e = 0; e < 2; ++e) {
-        const int c = lane + e * warp_size, j = k0 + c;
-        x[e] = (j <= t && j < T) ? ss[r * L::ld_s + c] * scale_log2 : -INFINITY;
+    // S (16 × 64) = Q strip · Kᵀ.
+    float s[block_k / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < hs / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < block_k / 16; ++np) {
+        std::uint32_t kb[4];
+        ldmatrix_x4(kb, ks + lay::swizzled(16 * np + lay::ldsm_bt_row(lane),
+                                           16 * kk + lay::ldsm_bt_col(lane), hs));
+        mma_m16n8k16(s[2 * np], qa[kk], kb[0], kb[1]);
+        mma_m16n8k16(s[2 * np + 1], qa[kk], kb[2], kb[3]);
       }
-      // Column k0 ≤ q0 ≤ t is never masked: the maximum is finite.
-      const float m_new = fmaxf(sm[r], warp_max(fmaxf(x[0], x[1])));
-      float sum = 0.0f;
-      for (int e = 0; e < 2; ++e) {
-        const float p = exp2f(x[e] - m_new);
-        sp[r * L::ld_p + lane + e * warp_size] = __float2bfloat16(p);
-        sum += p;
+
+    // Base 2, the causal mask on the diagonal tile only, row maxima over the quad.
+    const bool diagonal = kt == qt;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float x = s[n][i] * scale_log2;
+        if (diagonal &&
+            !lay::diagonal_visible(r0 + lay::acc_row(lane, i), 8 * n + lay::acc_col(lane, i)))
+          x = -INFINITY;
+        s[n][i] = x;
+        mx[i / 2] = fmaxf(mx[i / 2], x);
       }
-      sum = warp_sum(sum);
-      __syncwarp();  // every lane has read sm[r] before lane 0 changes it
-      if (lane == 0) {
-        const float correction = exp2f(sm[r] - m_new);
-        sl[r] = sl[r] * correction + sum;
-        sm[r] = m_new;
-        scorr[r] = correction;
+    float corr[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
+      // Column k0 ≤ t of every visited tile is unmasked: the new maximum is finite.
+      const float m_new = fmaxf(m[half], mx[half]);
+      corr[half] = exp2f(m[half] - m_new);
+      m[half] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[n][i] = exp2f(s[n][i] - m[i / 2]);
+        sum[i / 2] += s[n][i];
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) l[half] = l[half] * corr[half] + sum[half];
+#pragma unroll
+    for (int n = 0; n < hs / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[n][i] *= corr[i / 2];
+
+        // O += P · V: the accumulators of key columns 16kk..16kk+15 are one A fragment.
+#pragma unroll
+    for (int kk = 0; kk < block_k / 16; ++kk) {
+      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                   pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < hs / 16; ++dp) {
+        std::uint32_t vb[4];
+        ldmatrix_x4_trans(vb, vs + lay::swizzled(16 * kk + lay::ldsm_a_row(lane),
+                                                 16 * dp + lay::ldsm_a_col(lane), hs));
+        mma_m16n8k16(o[2 * dp], pa, vb[0], vb[1]);
+        mma_m16n8k16(o[2 * dp + 1], pa, vb[2], vb[3]);
       }
     }
-    __syncwarp();
-    for (int i = lane; i < 16 * hs; i += warp_size) {
-      const int r = r0 + i / hs, d = i % hs;
-      so[r * L::ld_o + d] *= scorr[r];
-    }
-    __syncwarp();
-    // o (16 × hs) += p (16 × 64) · v (64 × hs)
-    for (int n = 0; n < hs / 16; ++n) {
-      frag_acc acc;
-      float* o_tile = so + r0 * L::ld_o + n * 16;
-      wmma::load_matrix_sync(acc, o_tile, L::ld_o, wmma::mem_row_major);
-      for (int kk = 0; kk < block_k / 16; ++kk) {
-        frag_a_row fa;
-        frag_b_row fb;
-        wmma::load_matrix_sync(fa, sp + r0 * L::ld_p + kk * 16, L::ld_p);
-        wmma::load_matrix_sync(fb, sv + kk * 16 * L::ld_h + n * 16, L::ld_h);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(o_tile, acc, L::ld_o, wmma::mem_row_major);
-    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  __syncthreads();
-  constexpr int chunks = hs / pack;
-  for (int i = threadIdx.x; i < block_q * chunks; i += blockDim.x) {
-    const int r = i / chunks, c = (i % chunks) * pack, t = q0 + r;
+
+  // Row sums over the quad; out = O / l as bf16 pairs, lse = (m + log2 l)·ln 2.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l[half] += __shfl_xor_sync(full_mask, l[half], 1);
+    l[half] += __shfl_xor_sync(full_mask, l[half], 2);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int t = q0 + r0 + lay::acc_row(lane, 2 * half);
     if (t >= T) continue;
-    const float inv = 1.0f / sl[r];
-    bf16x8 y;
-    for (int e = 0; e < pack; ++e) y.v[e] = __float2bfloat16(so[r * L::ld_o + c + e] * inv);
-    store8(out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs + c, y);
+    const float inv = 1.0f / l[half];
+    bf16_t* y = out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs;
+#pragma unroll
+    for (int n = 0; n < hs / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(y + 8 * n + lay::acc_col(lane, 2 * half)) =
+          __floats2bfloat162_rn(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+    }
+    if (lay::acc_col(lane, 2 * half) == 0)
+      lse[std::int64_t(bh) * T + t] = (m[half] + log2f(l[half])) * ln2;
   }
-  for (int r = threadIdx.x; r < block_q; r += blockDim.x)
-    if (q0 + r < T) lse[std::int64_t(bh) * T + q0 + r] = (sm[r] + log2f(sl[r])) * ln2;
 }
 
 /// D (B, H, T) = rowsum(dout ∘ out) per head: one warp per (b, t, h).
@@ -280,8 +409,14 @@ __global__ void __launch_bounds__(flash::threads)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
   bf16_t* sv = reinterpret_cast<bf16_t*>(smem + L::v);
-  bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
-  bf16_t* sdy = reinterpret_cast<bf16_t*>(smem + L::dy);
+  // q and dout of the query tile in hand; with prefetch, stage 1 receives the next one.
+  // (selected, not indexed: an indexed pointer array would live in local memory)
+  auto sq_stage = [&](int stage) {
+    return reinterpret_cast<bf16_t*>(smem + (stage ? L::q_next : L::q));
+  };
+  auto sdy_stage = [&](int stage) {
+    return reinterpret_cast<bf16_t*>(smem + (stage ? L::dy_next : L::dy));
+  };
   float* ss = reinterpret_cast<float*>(smem + L::s);
   bf16_t* sp = reinterpret_cast<bf16_t*>(smem + L::p);
   bf16_t* sds = reinterpret_cast<bf16_t*>(smem + L::ds);
@@ -306,22 +441,42 @@ __global__ void __launch_bounds__(flash::threads)
   const float scale = rsqrtf(float(hs));
   const float scale_log2 = scale * log2e;
 
-  load_tile<hs>(sk, k, row, k0, block_k, T);
-  load_tile<hs>(sv, v, row, k0, block_k, T);
+  const int first_qt = detail::flash_first_query_tile(kt);
+  const int query_tiles = detail::flash_tile_count(T, block_q);
+  copy_padded_tile_async<hs>(sk, k, row, k0, T);
+  copy_padded_tile_async<hs>(sv, v, row, k0, T);
+  copy_padded_tile_async<hs>(sq_stage(0), q, row, first_qt * block_q, T);
+  copy_padded_tile_async<hs>(sdy_stage(0), dy, C, first_qt * block_q, T);
+  commit_copies();
   for (int i = threadIdx.x; i < block_k * L::ld_a; i += blockDim.x) sdk[i] = sdv[i] = 0.0f;
 
-  const int query_tiles = detail::flash_tile_count(T, block_q);
-  for (int qt = detail::flash_first_query_tile(kt); qt < query_tiles; ++qt) {
+  for (int qt = first_qt; qt < query_tiles; ++qt) {
     const int q0 = qt * block_q;
-    __syncthreads();  // the previous query tile is done with
-    load_tile<hs>(sq, q, row, q0, block_q, T);
-    load_tile<hs>(sdy, dy, C, q0, block_q, T);
+    const int stage = L::prefetch ? (qt - first_qt) & 1 : 0;
+    __syncthreads();  // the previous query tile is done with (its q, dout, lse and D)
+    const bool next = L::prefetch && qt + 1 < query_tiles;
+    if (!L::prefetch && qt > first_qt) {
+      copy_padded_tile_async<hs>(sq_stage(0), q, row, q0, T);
+      copy_padded_tile_async<hs>(sdy_stage(0), dy, C, q0, T);
+      commit_copies();
+    }
+    if (next) {  // the next query tile's q and dout land while this one is worked on
+      copy_padded_tile_async<hs>(sq_stage(stage ^ 1), q, row, q0 + block_q, T);
+      copy_padded_tile_async<hs>(sdy_stage(stage ^ 1), dy, C, q0 + block_q, T);
+      commit_copies();
+    }
     for (int r = threadIdx.x; r < block_q; r += blockDim.x) {
       const bool real = q0 + r < T;
       slse[r] = real ? lse[std::int64_t(bh) * T + q0 + r] * log2e : 0.0f;  // base 2
       sdelta[r] = real ? delta[std::int64_t(bh) * T + q0 + r] : 0.0f;
     }
+    if (next)
+      wait_copies<1>();
+    else
+      wait_copies<0>();
     __syncthreads();
+    const bf16_t* sq = sq_stage(stage);
+    const bf16_t* sdy = sdy_stage(stage);
 
     // S = q·kᵀ (this warp's strip), P from it into registers (and bf16 for dV's product); then
     // dP = dout·vᵀ into the same strip, dS from P and dP.

@@ -1,0 +1,83 @@
+// trainkit/model/detail/flash_mma_layout.hpp — the index arithmetic of the flash-attention
+// forward kernel (model/cuda/flash_attention.cuh), shared with its CPU emulation
+// (tests/cuda/flash_mma_port.hpp) so the two cannot drift apart.
+//
+// The kernel works on `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` fragments loaded with
+// `ldmatrix` from shared tiles. What the hardware does with an address or a register is fixed by
+// the PTX ISA (the emulation models that independently, from the ISA's tables); what this header
+// fixes is the kernel's side of the contract:
+//   * where a bf16 element of a (rows × hs) shared tile lives: rows are hs elements long, no
+//     padding, and the 16-byte chunks of a row are XOR-swizzled with the row's low three bits, so
+//     the eight rows an `ldmatrix` phase reads (same logical chunk) sit in eight different bank
+//     groups, and so do the 16-byte `cp.async` writes of a quarter warp;
+//   * which row and column each lane hands to `ldmatrix .x4` for an A operand (16 × 16, also used
+//     with `.trans` for V as the B operand of P·V) and for Kᵀ as the B operand of Q·Kᵀ;
+//   * which (row, column) of the 16 × 8 tile an accumulator register holds (for the causal mask,
+//     the row statistics and the output), and which chunk of a tile a thread copies;
+//   * the causal test on the diagonal tile, the only tile that needs one.
+// Not for users.
+#pragma once
+
+#include "trainkit/core/cuda/host_device.hpp"
+
+namespace trainkit::model::detail::flash_mma {
+
+inline constexpr int chunk = 8;  // bf16 elements in 16 bytes: one cp.async, one ldmatrix row
+
+/// Element offset of (row, col) in a tile of rows `hs` bf16 long; col a multiple of 8 gives the
+/// start of a 16-byte chunk. The swizzle permutes chunks within each aligned group of eight.
+TRAINKIT_HOST_DEVICE constexpr int swizzled(int row, int col, int hs) {
+  return row * hs + (((col / chunk) ^ (row % 8)) * chunk) + col % chunk;
+}
+
+/// `ldmatrix .x4` of a 16 × 16 block stored row-major (Q as the A operand of Q·Kᵀ; V, with
+/// `.trans`, as the B operand of P·V): lanes 0-7 give rows 0-7 of columns 0-7, lanes 8-15 rows
+/// 8-15, lanes 16-23 rows 0-7 of columns 8-15, lanes 24-31 rows 8-15 of them. Without `.trans`
+/// registers 0..3 are then the A fragment a0..a3; with `.trans` (V: rows are keys, columns are
+/// head dimensions) registers 0, 1 are the B fragment of dimensions 0-7 and 2, 3 that of 8-15.
+TRAINKIT_HOST_DEVICE constexpr int ldsm_a_row(int lane) {
+  return lane % 8 + 8 * ((lane / 8) % 2);
+}
+TRAINKIT_HOST_DEVICE constexpr int ldsm_a_col(int lane) {
+  return 8 * (lane / 16);
+}
+
+/// `ldmatrix .x4` of 16 keys × 16 head dimensions of K (row-major, a row per key) as the B
+/// operand (k = head dimension, n = key) of two m16n8k16 products: lanes 0-7 give keys 0-7 of
+/// dimensions 0-7, lanes 8-15 keys 0-7 of dimensions 8-15, lanes 16-31 the same for keys 8-15.
+/// Registers 0, 1 are then the B fragment of keys 0-7, registers 2, 3 that of keys 8-15.
+TRAINKIT_HOST_DEVICE constexpr int ldsm_bt_row(int lane) {
+  return lane % 8 + 8 * (lane / 16);
+}
+TRAINKIT_HOST_DEVICE constexpr int ldsm_bt_col(int lane) {
+  return 8 * ((lane / 8) % 2);
+}
+
+/// Row (0..15) and column (0..7) of accumulator register i (0..3) of an m16n8 fp32 tile. A row's
+/// values sit in the four lanes of a quad (lane / 4), which is why row maxima and sums reduce
+/// with shuffles across lane bits 0 and 1.
+TRAINKIT_HOST_DEVICE constexpr int acc_row(int lane, int i) {
+  return lane / 4 + 8 * (i / 2);
+}
+TRAINKIT_HOST_DEVICE constexpr int acc_col(int lane, int i) {
+  return 2 * (lane % 4) + i % 2;
+}
+
+/// The tile copy: chunk `i` of `per_thread` of thread `tid` (of `threads`) in a tile hs wide.
+/// Consecutive threads take consecutive chunks of a row, so global reads coalesce.
+TRAINKIT_HOST_DEVICE constexpr int copy_row(int tid, int i, int threads, int hs) {
+  return (i * threads + tid) / (hs / chunk);
+}
+TRAINKIT_HOST_DEVICE constexpr int copy_col(int tid, int i, int threads, int hs) {
+  return (i * threads + tid) % (hs / chunk) * chunk;
+}
+
+/// On the diagonal tile (key tile index = query tile index, square tiles), whether the query at
+/// tile row `row` sees the key at tile column `col`. Every earlier tile is fully visible; keys
+/// past T only occur on the diagonal tile and to the right of every real query, so this is also
+/// the sequence-end mask for real rows.
+TRAINKIT_HOST_DEVICE constexpr bool diagonal_visible(int row, int col) {
+  return col <= row;
+}
+
+}  // namespace trainkit::model::detail::flash_mma
