@@ -17,7 +17,8 @@
 // The communicator is a comm::nccl_communicator (comm/nccl_communicator.hpp: `single()` for one
 // GPU, or comm/nccl_mpi.hpp's `nccl_communicator_from_mpi`); the streams, events and publication
 // bookkeeping are comm::nccl_bucket_stream's, shared with nccl_zero1; each bucket's collectives
-// are one NCCL group (comm::nccl_group), closed even when a check inside it throws.
+// are one NCCL group (comm::nccl_group), closed even when a check inside it throws. Needs nvcc
+// (its clipping step, optim/device_grad_clip.hpp, runs CUB); link trainkit::nccl.
 #pragma once
 
 #include <cuda_runtime.h>
