@@ -53,9 +53,10 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=$root/build-gpu
 tree=${GPU_BUILD_TREE:-$root/build-gpu-tree}  # an existing CUDA build tree may be reused
-kernel_tests=(test_cuda_kernels test_adamw_cuda)  # one process per test
-tests=(test_cuda_core test_pinned_prefetcher test_cuda_stager test_cuda_kernels test_adamw_cuda test_cuda_gpt2
-       test_cuda_golden test_cuda_training test_cuda_link test_cuda_flash_attention)
+kernel_tests=(test_cuda_kernels test_cuda_llama_kernels test_adamw_cuda)  # one process per test
+tests=(test_cuda_core test_pinned_prefetcher test_cuda_stager test_cuda_kernels test_cuda_llama_kernels test_adamw_cuda test_cuda_gpt2
+       test_cuda_golden test_cuda_training test_cuda_link test_cuda_flash_attention test_muon_cuda
+       test_muon_cuda_step)
 benches=(bench_gpu_prefetch bench_gpu_training profile_kernels bench_gpu_attention)
 programs=(gpt_fineweb)
 
@@ -134,6 +135,7 @@ start_all=$SECONDS
 export TRAINKIT_REQUIRE_GPU=${GPU_CHECK_REQUIRE_GPU:-1}
 [[ $mode == run ]] && export TRAINKIT_REQUIRE_GPU=1
 export TRAINKIT_GOLDEN_DIR=$carry/golden
+export TRAINKIT_MUON_FIXTURES_DIR=$root/tests/fixtures/muon  # tracked files travel with the tree
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 export PYTHONUNBUFFERED=1
 export NCCL_DEBUG=WARN  # NCCL's own warnings in the log; INFO would drown it
@@ -303,12 +305,12 @@ step() {
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
 lim_core=15 lim_nccl=20 lim_premul=10 lim_kernels=45 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
-lim_gpt2=35 lim_golden=10 lim_training=30 lim_link=10 lim_bench=45 lim_graph=20 lim_torch=45
-lim_profile=20 lim_attn=15 lim_memcheck=20 lim_fineweb=30
+lim_gpt2=35 lim_golden=10 lim_training=30 lim_link=10 lim_bench=40 lim_graph=20 lim_torch=35
+lim_profile=20 lim_attn=15 lim_memcheck=20 lim_fineweb=30 lim_muon_ns=5 lim_muon=10
 sum=$((lim_core + lim_nccl + lim_premul + lim_kernels + lim_flash + lim_cudnn + lim_prefetch + lim_stager + lim_gpt2 +
   lim_golden + lim_training + lim_link + lim_bench + lim_graph + lim_torch + lim_profile + lim_attn +
-  lim_memcheck + lim_fineweb))
-say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
+  lim_memcheck + lim_fineweb + lim_muon_ns + lim_muon))
+say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb + muon ns $lim_muon_ns + muon step $lim_muon = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
 if ((sum > 420)); then  # one device-tool call of <= 420 s leaves a second, shorter one in 15 minutes
   say "gpu_check: the step limits exceed 420 s; fix the lim_* values"
   write_summary
@@ -361,6 +363,8 @@ step test_cuda_stager "$lim_stager" gtest "$bin/test_cuda_stager" --gtest_color=
 # 3. model tests: the CUDA GPT-2 against the CPU one and against the PyTorch golden fixtures.
 step test_cuda_gpt2 "$lim_gpt2" gtest "$bin/test_cuda_gpt2" --gtest_color=no
 step test_cuda_golden "$lim_golden" gtest "$bin/test_cuda_golden" --gtest_color=no
+step test_muon_cuda "$lim_muon_ns" gtest "$bin/test_muon_cuda" --gtest_color=no
+step test_muon_cuda_step "$lim_muon" gtest "$bin/test_muon_cuda_step" --gtest_color=no
 step "test_cuda_training (not *Nccl*)" "$lim_training" gtest "$bin/test_cuda_training" --gtest_color=no \
   --gtest_filter='-*Nccl*'
 # (test_cuda_gpt2 and test_cuda_training hold the CUDA graph tests: *CudaGraph*, replay = eager.)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -57,6 +58,21 @@ inline constexpr std::array<field_flag, 24> field_flags{{
     {"vocab_dir", "--vocab"},
 }};
 
+/// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
+/// kept apart from the table above so that a family's rows come and go with the family.
+inline constexpr std::array<field_flag, 7> family_field_flags{{
+    // llama_config (model/llama_config.hpp), filled by families/llama.hpp
+    {"llama_config.num_kv_heads", "--kv-heads"},
+    {"llama_config.mlp", "--mlp"},
+    {"llama_config.qk_norm", "--qk-norm"},
+    // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
+    // adamw_config above, checked there first)
+    {"muon_config.lr", "--muon-lr"},
+    {"muon_config.momentum", "--muon-momentum"},
+    {"muon_config.ns_steps", "--muon-ns-steps"},
+    {"muon_config.schedule_max_lr", "--lr"},
+}};
+
 /// `message` with every occurrence of `field` replaced by `flag`.
 inline void replace_all(std::string& message, std::string_view field, std::string_view flag) {
   for (auto at = message.find(field); at != std::string::npos;
@@ -67,12 +83,15 @@ inline void replace_all(std::string& message, std::string_view field, std::strin
 /// `message` with every config field of the table replaced by its flag (a path's last "." also
 /// matched as ": ", the spelling some headers still write).
 inline std::string name_flags(std::string message) {
-  for (const field_flag& f : field_flags) {
-    replace_all(message, f.field, f.flag);
-    if (const auto dot = f.field.rfind('.'); dot != std::string_view::npos) {
-      const std::string colon =
-          std::string(f.field.substr(0, dot)) + ": " + std::string(f.field.substr(dot + 1));
-      replace_all(message, colon, f.flag);
+  using table = std::span<const field_flag>;
+  for (const table rows : {table(field_flags), table(family_field_flags)}) {
+    for (const field_flag& f : rows) {
+      replace_all(message, f.field, f.flag);
+      if (const auto dot = f.field.rfind('.'); dot != std::string_view::npos) {
+        const std::string colon =
+            std::string(f.field.substr(0, dot)) + ": " + std::string(f.field.substr(dot + 1));
+        replace_all(message, colon, f.flag);
+      }
     }
   }
   return message;

@@ -21,6 +21,10 @@ endforeach()
 set(consumer_args -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
     -DCONSUMER_TOKENIZER=${TOKENIZER} -DCONSUMER_HF=${HF} -DCONSUMER_MPI=${MPI}
     -DCONSUMER_NCCL=${NCCL} -DCONSUMER_CUDNN=${CUDNN})
+if(DEFINED CUDNN_FRONTEND_ROOT)  # where the build found cudnn-frontend (the repository's .venv):
+  # the consumer's python3 on PATH may be a bare one, so say where, as a user would
+  list(APPEND consumer_args -DTRAINKIT_CUDNN_FRONTEND_ROOT=${CUDNN_FRONTEND_ROOT})
+endif()
 if(NOT DEFINED CUDA)
   set(CUDA OFF)  # ON: install trainkit with its CUDA component (the cuda consumer needs it)
 endif()

@@ -18,6 +18,10 @@ Small CPU runs (d2, B=2, T=32, one thread per rank, the embedded corpus) in thre
            rank updates its shard, parameters all-gathered): metrics lines and exported model
            identical to one process's, and the optimizer state rank 0 reports is half of one
            process's 2 x 4 bytes per parameter (to one norm chunk, 2 x 4 x 32768 bytes).
+  muon     --optimizer muon, whose 2-rank form is sharded_muon_cpu (the ranks split the matrices
+           and all-gather them): as equal, for GPT-2 (metrics and exported llm.c file) and for
+           Llama (metrics and --export-hf's model.safetensors); then its sharded checkpoints as
+           zero1's (2 ranks resume bit for bit, one process with muon_cpu resumes them).
   sigkill  SIGKILL to rank 1 mid-run: mpiexec ends the job within seconds with a non-zero code; a
            2-rank --resume continues from the newest complete checkpoint and its metrics lines
            and exported model equal an uninterrupted 2-rank run's.
@@ -66,6 +70,8 @@ class Runner:
         self.args = args
         self.failures = []
         self.reducer = "mpi"
+        self.extra = []  # flags every run of the mode adds (--optimizer muon ...)
+        self.label = "ZeRO-1"  # what zero1_checkpoints' messages call the sharded run
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -77,10 +83,12 @@ class Runner:
         """The run's flags; its metrics and exported model are <outputs or name>.jsonl/.bin."""
         w = self.args.work
         out = os.path.join(w, outputs or name)
+        export = (["--export-hf", out + ".hf"] if "llama" in self.extra
+                  else ["--export", out + ".bin"])
         return ["--model", "d2", "--batch", "2", "--seq", "32", "--steps", str(steps),
                 "--total-batch-tokens", "128", "--eval-every", "4", "--eval-batches", "3",
-                "--threads", "1", "--no-progress", "--metrics", out + ".jsonl",
-                "--export", out + ".bin"] + list(extra)
+                "--threads", "1", "--no-progress", "--metrics", out + ".jsonl"] + export + \
+            self.extra + list(extra)
 
     def command(self, ranks, flags):
         if ranks == 0:  # one process, no MPI
@@ -120,6 +128,13 @@ class Runner:
     def run(self, ranks, name, flags, expect_rc=0):
         self.finish(self.spawn(ranks, name, flags), name, expect_rc)
 
+    def same_model(self, a, b):
+        """The exported models of runs a and b are the same bytes (llm.c file or HF weights)."""
+        if "llama" in self.extra:
+            return self.same_file(os.path.join(a + ".hf", "model.safetensors"),
+                                  os.path.join(b + ".hf", "model.safetensors"))
+        return self.same_file(a + ".bin", b + ".bin")
+
     def same_file(self, a, b):
         with open(os.path.join(self.args.work, a), "rb") as f, \
                 open(os.path.join(self.args.work, b), "rb") as g:
@@ -150,7 +165,7 @@ class Runner:
                 self.fail("step %s: one process %s, two ranks %s" % (a.get("step"), a, b))
         if not any("val_loss" in a for a in one):
             self.fail("no validation loss was compared")
-        if not self.same_file("one.bin", "two.bin"):
+        if not self.same_model("one", "two"):
             self.fail("the exported models differ")
         console = [l for l in self.text("two", "out").splitlines() if l.startswith("step ")]
         if len(console) != steps:
@@ -176,16 +191,17 @@ class Runner:
         self.zero1_checkpoints()
 
     def zero1_checkpoints(self):
-        """Sharded checkpoints: 2 ZeRO-1 ranks save every 4 steps (each rank its shard); the step
-        8 checkpoint is removed and 2 ranks resume from step 4: the same metrics and model bit for
-        bit as the uninterrupted run (two.bin); one process (adamw_cpu) resumes the same
-        checkpoint, resharded, to 1e-5."""
+        """Sharded checkpoints: 2 ranks of a sharded optimizer (ZeRO-1's, or Muon's) save every 4
+        steps (each rank its shard); the step 8 checkpoint is removed and 2 ranks resume from step
+        4: the same metrics and model bit for bit as the uninterrupted run (two's); one process
+        (adamw_cpu, muon_cpu) resumes the same checkpoint, resharded, to 1e-5."""
         steps = 8
+        label = self.label
         ckpt = os.path.join(self.args.work, "zckpt")
         ckpt_flags = ["--ckpt-mode", "sync", "--ckpt-dir", ckpt, "--ckpt-every", "4"]
         self.run(2, "zsave", self.flags("zsave", steps, ckpt_flags))
         if checkpoints(ckpt) != [4, 8]:
-            self.fail("ZeRO-1 checkpoints %s, expected [4, 8]" % checkpoints(ckpt))
+            self.fail("%s checkpoints %s, expected [4, 8]" % (label, checkpoints(ckpt)))
             return
         shards = sorted(n for n in os.listdir(os.path.join(ckpt, "step_00000004"))
                         if n.startswith("shard_"))
@@ -195,29 +211,38 @@ class Runner:
         resume = ckpt_flags + ["--resume"]
         self.run(2, "zresume", self.flags("zresume", steps, resume))
         if "resumed from checkpoint at step 4" not in self.text("zresume", "out"):
-            self.fail("2 ZeRO-1 ranks did not resume from step 4:\n%s"
-                      % self.text("zresume", "out"))
+            self.fail("2 %s ranks did not resume from step 4:\n%s"
+                      % (label, self.text("zresume", "out")))
         ref = read_metrics(os.path.join(self.args.work, "two.jsonl"))
         resumed = read_metrics(os.path.join(self.args.work, "zresume.jsonl"))
         if [int(r["step"]) for r in resumed] != list(range(5, steps + 1)):
-            self.fail("resumed ZeRO-1 metrics steps %s" % [r["step"] for r in resumed])
+            self.fail("resumed %s metrics steps %s" % (label, [r["step"] for r in resumed]))
         for r in resumed:
             if r != ref[int(r["step"]) - 1]:
-                self.fail("ZeRO-1 step %s after resume: %s, uninterrupted %s"
-                          % (r["step"], r, ref[int(r["step"]) - 1]))
-        if not self.same_file("two.bin", "zresume.bin"):
-            self.fail("the resumed ZeRO-1 model differs from the uninterrupted run's")
+                self.fail("%s step %s after resume: %s, uninterrupted %s"
+                          % (label, r["step"], r, ref[int(r["step"]) - 1]))
+        if not self.same_model("two", "zresume"):
+            self.fail("the resumed %s model differs from the uninterrupted run's" % label)
         shutil.rmtree(os.path.join(ckpt, "step_00000008"), ignore_errors=True)
         self.run(0, "zone", self.flags("zone", steps, resume))
         one = read_metrics(os.path.join(self.args.work, "zone.jsonl"))
         if [int(r["step"]) for r in one] != list(range(5, steps + 1)):
-            self.fail("one process resuming a 2-rank ZeRO-1 checkpoint ran steps %s"
-                      % [r["step"] for r in one])
+            self.fail("one process resuming a 2-rank %s checkpoint ran steps %s"
+                      % (label, [r["step"] for r in one]))
         for r in one:
             a, b = float(r["loss"]), float(ref[int(r["step"]) - 1]["loss"])
             if abs(a - b) > 1e-5 * abs(b):
-                self.fail("step %s: one process from the ZeRO-1 checkpoint %s, 2 ranks %s"
-                          % (r["step"], a, b))
+                self.fail("step %s: one process from the %s checkpoint %s, 2 ranks %s"
+                          % (r["step"], label, a, b))
+
+    def muon(self):
+        self.label = "sharded Muon"
+        for arch in ("gpt2", "llama"):
+            self.extra = ["--optimizer", "muon", "--arch", arch]
+            self.equal()
+            if "optimizer state" not in self.text("two", "out"):
+                self.fail("%s: the 2-rank Muon run does not report its sharded state" % arch)
+        self.zero1_checkpoints()
 
     def sigterm(self):
         self.stop_by("term", lambda proc: os.kill(self.rank_pid(1), signal.SIGTERM))
@@ -318,7 +343,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exe", required=True)
     ap.add_argument("--mpiexec", required=True)
-    ap.add_argument("--mode", choices=("equal", "zero1", "sigterm", "sigkill", "errors"), required=True)
+    ap.add_argument("--mode", choices=("equal", "zero1", "sigterm", "sigkill", "errors", "muon"),
+                    required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)

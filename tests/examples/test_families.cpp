@@ -4,12 +4,16 @@
 // `--arch` / `--optimizer` pick a family by name and the training driver is instantiated for it:
 // visit_family must call the family named (not the first, not another), refuse an unknown name
 // naming the flag, and each family's own flags must reach that family's slot only. The shipped
-// registry keeps the old command lines' meaning: gpt2 and adamw are the defaults.
+// registry keeps the old command lines' meaning: gpt2 and adamw are the defaults. Every flag a
+// shipped family adds is parsed the way the training command parses it and shown to set its own
+// config field and no other (a flag wired to the wrong field fails here); a family's flag given
+// with another family chosen is refused naming it.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -115,6 +119,149 @@ TEST(FamilyRegistry, AdamwFamilyReadsTheTrainingFlags) {
   EXPECT_FLOAT_EQ(c.weight_decay, 0.05f);
   o.beta1 = 1.5;  // out of range: the library's validate names the field
   EXPECT_THROW(gf::adamw_family::config(o, {}), trainkit::config_error);
+}
+
+// The shipped families' flags parsed from `args` as the training command parses them
+// (commands/train.hpp adds both lists to its app).
+struct shipped_flags {
+  gf::model_family_flags model;
+  gf::optimizer_family_flags optimizer;
+  CLI::App app;
+
+  explicit shipped_flags(const std::vector<std::string>& args) {
+    model.add_to(app);
+    optimizer.add_to(app);
+    std::vector<const char*> argv{"gpt_fineweb"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    app.parse(int(argv.size()), const_cast<char**>(argv.data()));
+  }
+};
+
+TEST(FamilyRegistry, ShippedFamiliesAreRegisteredWithDefaultsFirst) {
+  EXPECT_EQ(gf::model_families::names(), (std::vector<std::string>{"gpt2", "llama"}));
+  EXPECT_EQ(gf::optimizer_families::names(), (std::vector<std::string>{"adamw", "muon"}));
+  const auto presets = gf::all_presets();
+  for (const char* p : {"d20"})  // Llama's own preset is a --model value too
+    EXPECT_NE(std::find(presets.begin(), presets.end(), p), presets.end()) << p;
+}
+
+TEST(FamilyRegistry, EveryLlamaFlagReachesItsFieldOnly) {
+  namespace tm = trainkit::model;
+  const tm::llama_config preset = tm::llama_config::preset("d6");  // H=6, KV=3, SwiGLU, untied
+  const auto config_of = [](const std::vector<std::string>& args) {
+    const auto parsed = std::make_unique<shipped_flags>(args);
+    return gf::llama_family::config("d6", parsed->model.of<gf::llama_family>());
+  };
+  EXPECT_EQ(config_of({}), preset);
+  EXPECT_EQ(config_of({"--mlp", "swiglu"}), preset);
+  tm::llama_config want = preset;
+  want.num_kv_heads = 6;
+  EXPECT_EQ(config_of({"--kv-heads", "6"}), want);
+  want = preset;
+  want.num_kv_heads = 1;
+  EXPECT_EQ(config_of({"--kv-heads", "1"}), want);
+  want = preset;
+  want.mlp = tm::llama_mlp::relu_squared;
+  want.hidden_size = 4 * preset.channels;
+  EXPECT_EQ(config_of({"--mlp", "relu2"}), want);
+  want = preset;
+  want.qk_norm = true;
+  EXPECT_EQ(config_of({"--qk-norm"}), want);
+  want = preset;
+  want.tied_embeddings = true;
+  EXPECT_EQ(config_of({"--tie-embeddings"}), want);
+  // An impossible shape is the library's error, naming the field flag_names.hpp maps.
+  EXPECT_THROW(config_of({"--kv-heads", "4"}), trainkit::config_error);
+  // The Llama flags leave GPT-2's config alone (gpt2 takes no flags).
+  EXPECT_EQ(gf::gpt2_family::config("d6", {}), tm::gpt2_config::preset("d6"));
+}
+
+TEST(FamilyRegistry, EveryMuonFlagReachesItsFieldOnly) {
+  gf::train_options o;
+  o.lr = 0.004;
+  const auto config_of = [&](const std::vector<std::string>& args) {
+    const auto parsed = std::make_unique<shipped_flags>(args);
+    return gf::muon_family::config(o, parsed->optimizer.of<gf::muon_family>());
+  };
+  trainkit::optim::muon_config want;  // the flags' defaults are the library's
+  want.schedule_max_lr = 0.004f;      // --lr: the schedule's peak
+  want.adamw = gf::adamw_family::config(o, {});
+  EXPECT_EQ(config_of({}), want);
+  trainkit::optim::muon_config w = want;
+  w.lr = 0.03f;
+  EXPECT_EQ(config_of({"--muon-lr", "0.03"}), w);
+  w = want;
+  w.momentum = 0.9f;
+  EXPECT_EQ(config_of({"--muon-momentum", "0.9"}), w);
+  w = want;
+  w.ns_steps = 3;
+  EXPECT_EQ(config_of({"--muon-ns-steps", "3"}), w);
+  EXPECT_THROW(config_of({"--muon-ns-steps", "0"}), trainkit::config_error);
+}
+
+TEST(FamilyRegistry, MuonsAdamwHalfIsTheAdamwFamilysConfig) {
+  gf::train_options o;
+  o.beta1 = 0.8;
+  o.beta2 = 0.99;
+  o.eps = 1e-6;
+  o.weight_decay = 0.05;
+  const auto m = gf::muon_family::config(o, {});
+  EXPECT_EQ(m.adamw, gf::adamw_family::config(o, {}));
+  EXPECT_FLOAT_EQ(m.adamw.beta1, 0.8f);
+  EXPECT_FLOAT_EQ(m.adamw.weight_decay, 0.05f);
+  o.eps = 0;  // AdamW's own check, naming --eps through adamw_config's field
+  EXPECT_THROW(gf::muon_family::config(o, {}), trainkit::config_error);
+}
+
+TEST(FamilyRegistry, MuonRefusesAsyncCheckpointsOfItsShardedState) {
+  gf::train_options o;
+  o.reducer = "mpi";
+  o.ckpt_mode = "async";
+  try {
+    (void)gf::muon_family::config(o, {});
+    FAIL() << "no config_error";
+  } catch (const trainkit::config_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--ckpt-mode async", 0), 0u) << e.what();
+  }
+  o.ckpt_mode = "sync";
+  EXPECT_NO_THROW((void)gf::muon_family::config(o, {}));
+  o.reducer = "single";
+  o.ckpt_mode = "async";
+  EXPECT_NO_THROW((void)gf::muon_family::config(o, {}));
+}
+
+TEST(FamilyRegistry, AnotherFamilysFlagIsRefusedNamingIt) {
+  const auto message = [](const std::vector<std::string>& args, std::string_view arch,
+                          std::string_view optimizer) -> std::string {
+    const auto parsed = std::make_unique<shipped_flags>(args);
+    try {
+      parsed->model.refuse_others(arch, "--arch");
+      parsed->optimizer.refuse_others(optimizer, "--optimizer");
+    } catch (const trainkit::config_error& e) {
+      return e.what();
+    }
+    return {};
+  };
+  EXPECT_EQ(message({"--kv-heads", "2"}, "gpt2", "adamw"),
+            "--kv-heads applies to --arch llama, not --arch gpt2");
+  EXPECT_EQ(message({"--tie-embeddings"}, "gpt2", "adamw"),
+            "--tie-embeddings applies to --arch llama, not --arch gpt2");
+  EXPECT_EQ(message({"--muon-ns-steps", "3"}, "llama", "adamw"),
+            "--muon-ns-steps applies to --optimizer muon, not --optimizer adamw");
+  EXPECT_EQ(message({"--kv-heads", "2", "--qk-norm", "--muon-lr", "0.1"}, "llama", "muon"), "");
+  EXPECT_EQ(message({}, "gpt2", "adamw"), "");
+}
+
+TEST(FamilyRegistry, APresetOfAnotherFamilyNamesModel) {
+  EXPECT_NO_THROW((void)gf::llama_family::config("d20", {}));
+  try {
+    (void)gf::gpt2_family::config("d20", {});
+    FAIL() << "no config_error";
+  } catch (const trainkit::config_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--model d20 is not a preset of --arch gpt2", 0), 0u)
+        << e.what();
+  }
+  EXPECT_THROW((void)gf::llama_family::config("d48", {}), trainkit::config_error);
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 #include "flag_names.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/data/order.hpp"
+#include "trainkit/model/llama_config.hpp"
 #include "trainkit/model/sampling.hpp"
 #include "trainkit/optim/adamw_config.hpp"
+#include "trainkit/optim/muon_config.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 #include "trainkit/trainer/config.hpp"
 
@@ -67,6 +69,40 @@ TEST(FlagNames, AdamwFieldsAreTheirFlags) {
         c.validate();
       },
       "adamw_config: weight_decay", "--weight-decay must be finite and >= 0");
+}
+
+// The Llama family's shape flags (families/llama.hpp) fill llama_config; the fields its checks
+// name are the flags. check_hf_llama_exportable (model/hf_llama.hpp) is declared in a header with
+// Eigen, so its two messages are checked through the program in gpt_fineweb_families.py.
+TEST(FlagNames, LlamaFieldsAreTheirFlags) {
+  expect_flag_named(
+      [] {
+        auto c = tk::model::llama_config::preset("d2");
+        c.num_kv_heads = 3;
+        c.validate();
+      },
+      "llama_config.num_kv_heads", "--kv-heads 3 must divide num_heads 2");
+  EXPECT_EQ(gpt_fineweb::name_flags("llama_config.mlp is relu2: x"), "--mlp is relu2: x");
+  EXPECT_EQ(gpt_fineweb::name_flags("llama_config.qk_norm is on: x"), "--qk-norm is on: x");
+}
+
+// The Muon family's flags (families/muon.hpp) fill muon_config; --lr is its schedule's peak.
+TEST(FlagNames, MuonFieldsAreTheirFlags) {
+  auto muon = [](auto mutate) {
+    return [=] {
+      tk::optim::muon_config c;
+      mutate(c);
+      c.validate();
+    };
+  };
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.lr = -1; }), "muon_config.lr",
+                    "--muon-lr must be finite and > 0");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.momentum = 1; }), "muon_config.momentum",
+                    "--muon-momentum must be in [0,1)");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.ns_steps = 0; }), "muon_config.ns_steps",
+                    "--muon-ns-steps must be in [1,100]: 0");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.schedule_max_lr = 0; }),
+                    "muon_config.schedule_max_lr", "--lr must be finite and > 0");
 }
 
 // The trainer's one check (trainer/config.hpp) names fields by their full path; every problem of

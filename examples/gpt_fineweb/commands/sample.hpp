@@ -17,6 +17,7 @@
 #include <trainkit/core/error.hpp>
 
 #include "../families/registry.hpp"
+#include "../train/checkpoint_families.hpp"
 #include "../train/options.hpp"
 #include "../train/sampler.hpp"
 
@@ -33,6 +34,9 @@ int sample_from(const train_options& o, const typename ModelFamily::flags& flags
   const auto cfg = family.model_config(o);  // a model file's, or the --model preset's
   auto model = family.make_model(o, cfg);
   if (o.init_from.empty() && o.init_from_hf.empty()) {
+    // Another --arch's checkpoint is refused by name before its tensors are read.
+    refuse_foreign_checkpoint(o.ckpt_dir, {{"arch", o.arch}, {"model", cfg.to_string()}},
+                              {"arch", "model"}, "--sample");
     trainkit::checkpoint::checkpoint_state state;
     state.tensors = model.state();      // the model's tensors only: optimizer state is not needed
     std::vector<std::string> warnings;  // read only: a checkpointer would check it can write

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <string>
@@ -112,6 +113,19 @@ int visit_family(family_list<Families...>, std::string_view name, std::string_vi
   return rc;
 }
 
+/// Throws config_error naming --model when `preset` is not one of Family's presets (the --model
+/// values are every family's, so CLI11 lets another family's preset through).
+template <class Family>
+void require_preset(std::string_view preset) {
+  if (std::find(Family::presets.begin(), Family::presets.end(), preset) != Family::presets.end())
+    return;
+  std::string message = "--model ";
+  message.append(preset).append(" is not a preset of --arch ").append(Family::name);
+  message += " (its presets:";
+  for (std::string_view p : Family::presets) message.append(" ").append(p);
+  throw trainkit::config_error(message + ")");
+}
+
 /// Every family's extra flags, one member per family (inherited, so an empty struct costs
 /// nothing and two families may use the same flags type).
 template <class Family>
@@ -124,13 +138,40 @@ struct family_flags;
 
 template <class... Families>
 struct family_flags<family_list<Families...>> : flags_slot<Families>... {
-  void add_to(CLI::App& app) {
-    (Families::add_flags(app, static_cast<flags_slot<Families>&>(*this).value), ...);
-  }
+  /// Adds every family's flags to `app` and remembers which family each option belongs to (the
+  /// options stay owned by `app`, which must outlive this object's checks).
+  void add_to(CLI::App& app) { (add_family<Families>(app), ...); }
   template <class Family>
   const typename Family::flags& of() const {
     return static_cast<const flags_slot<Family>&>(*this).value;
   }
+
+  /// Throws config_error naming the first flag given on the command line that belongs to a
+  /// family other than `selected` (`--kv-heads applies to --arch llama, not --arch gpt2`): a
+  /// flag the run would ignore is refused, never dropped. `flag` is "--arch" or "--optimizer".
+  void refuse_others(std::string_view selected, std::string_view flag) const {
+    for (const owned_option& o : options_)
+      if (o.family != selected && o.option->count() > 0)
+        throw trainkit::config_error(o.option->get_name() + " applies to " + std::string(flag) +
+                                     " " + std::string(o.family) + ", not " + std::string(flag) +
+                                     " " + std::string(selected));
+  }
+
+ private:
+  struct owned_option {
+    std::string_view family;
+    const CLI::Option* option;
+  };
+
+  template <class Family>
+  void add_family(CLI::App& app) {
+    const std::size_t before = app.get_options().size();
+    Family::add_flags(app, static_cast<flags_slot<Family>&>(*this).value);
+    const auto all = app.get_options();
+    for (std::size_t i = before; i < all.size(); ++i) options_.push_back({Family::name, all[i]});
+  }
+
+  std::vector<owned_option> options_;
 };
 
 }  // namespace gpt_fineweb

@@ -39,6 +39,7 @@ struct gpt2_family {
   static void add_flags(CLI::App&, flags&) {}
 
   static config_type config(const std::string& preset, const flags&) {
+    require_preset<gpt2_family>(preset);
     return config_type::preset(preset);
   }
 };

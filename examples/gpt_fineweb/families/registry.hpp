@@ -15,12 +15,14 @@
 
 #include "adamw.hpp"
 #include "gpt2.hpp"
+#include "llama.hpp"
+#include "muon.hpp"
 
 namespace gpt_fineweb {
 
 // ---- registration: the families, in --help order (the first is the default) ----
-using model_families = family_list<gpt2_family>;
-using optimizer_families = family_list<adamw_family>;
+using model_families = family_list<gpt2_family, llama_family>;
+using optimizer_families = family_list<adamw_family, muon_family>;
 // ---- end registration ----
 
 /// The flags of every registered family, filled by the training command.

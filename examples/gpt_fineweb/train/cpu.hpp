@@ -101,8 +101,18 @@ int run_train_mpi(const train_options& o, const typename ModelFamily::flags& mod
                                      " has no sharded (ZeRO-1) form; use --reducer mpi");
       }
     }
-    return driver.template run<typename optimizer::template optimizer_type<model>>(
-        [] { return trainkit::reduce::mpi_allreduce{}; }, ranks);
+    if constexpr (has_all_reduce_form<optimizer, model>) {  // e.g. Muon's sharded matrices
+      return driver
+          .template run_sharded<typename optimizer::template all_reduce_optimizer_type<model>>(
+              [] { return trainkit::reduce::mpi_allreduce{}; },
+              [](const typename OptimizerFamily::config_type& c) {
+                return optimizer::all_reduce_config(c);
+              },
+              ranks);
+    } else {
+      return driver.template run<typename optimizer::template optimizer_type<model>>(
+          [] { return trainkit::reduce::mpi_allreduce{}; }, ranks);
+    }
   });
 }
 #else

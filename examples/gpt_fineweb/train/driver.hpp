@@ -49,6 +49,7 @@
 #include "../data/default_corpus.hpp"
 #include "../families/family.hpp"
 #include "../hellaswag.hpp"
+#include "checkpoint_families.hpp"
 #include "options.hpp"
 #include "sampler.hpp"
 
@@ -104,6 +105,16 @@ concept reports_state_bytes = requires(const O& o) {
 template <class Policies, class Model>
 concept has_zero1_form = requires {
   typename Policies::template zero1_optimizer_type<Model>;
+};
+
+/// An optimizer family's host policies whose data-parallel all-reduce run (`--reducer mpi`) uses
+/// another optimizer than one process does: `all_reduce_optimizer_type<Model>` and
+/// `all_reduce_config(config)` (families/muon.hpp: sharded_muon_cpu, whose ranks share the work
+/// and the state but read the whole all-reduced gradients). Its state is sharded when the
+/// optimizer is a checkpoint::sharded_optimizer, so the run takes run_sharded's checkpointers.
+template <class Policies, class Model>
+concept has_all_reduce_form = requires {
+  typename Policies::template all_reduce_optimizer_type<Model>;
 };
 
 /// The ranks of a run: one process. (An MPI job's, mpi_launch.hpp, lets rank 0 go first.)
@@ -166,7 +177,8 @@ inline void write_run_chart(const train_options& o,
   fs::path chart = o.chart;
   if (chart.empty() && !o.metrics.empty()) chart = fs::path(o.metrics).replace_extension(".svg");
   if (chart.empty()) return;
-  const std::string title = "gpt_fineweb " + o.model + " (" + o.device + ")";
+  const std::string title =
+      "gpt_fineweb " + o.arch + " " + o.model + " " + o.optimizer + " (" + o.device + ")";
   if (!o.metrics.empty()) {
     const auto file = trainkit::read_metrics_jsonl(o.metrics);
     trainkit::write_chart_svg(chart, file.steps, {.title = title});
@@ -265,6 +277,11 @@ class train_driver {
 
     config_.meta["model"] = mc.to_string();
     config_.meta["device"] = std::string(Device::name);
+    // The families a checkpoint was written by: --resume with others is refused here, by name,
+    // before the device, rather than at a tensor that does not fit (or one that happens to).
+    config_.meta["arch"] = o_.arch;
+    config_.meta["optimizer"] = o_.optimizer;
+    if (o_.resume) refuse_foreign_checkpoint(o_.ckpt_dir, config_.meta);
   }
 
   train_driver(const train_driver&) = delete;

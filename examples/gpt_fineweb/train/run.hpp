@@ -24,6 +24,9 @@ namespace gpt_fineweb {
 inline int run_train(const train_options& o, const model_family_flags& model_flags,
                      const optimizer_family_flags& optimizer_flags, std::ostream& out) {
   o.validate();
+  // A family's flag with another family selected would be ignored: refused by name instead.
+  model_flags.refuse_others(o.arch, "--arch");
+  optimizer_flags.refuse_others(o.optimizer, "--optimizer");
 #if defined(_OPENMP)
   if (o.threads > 0) omp_set_num_threads(o.threads);
 #endif

@@ -59,54 +59,9 @@
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/detail/newton_schulz.hpp"
 #include "trainkit/optim/muon_config.hpp"
+#include "trainkit/optim/muon_matrices.hpp"
 
 namespace trainkit::optim {
-
-/// One matrix Muon updates: `rows` × `cols` elements, contiguous at `offset` in the model's flat
-/// buffer and at `state_offset` in the packed momentum buffer.
-struct muon_matrix {
-  std::size_t offset = 0;
-  std::size_t state_offset = 0;
-  std::int64_t rows = 0, cols = 0;
-
-  std::size_t numel() const noexcept { return std::size_t(rows) * std::size_t(cols); }
-  friend bool operator==(const muon_matrix&, const muon_matrix&) = default;
-};
-
-/// The matrices Muon updates in `layout` (tensors whose role is in `roles`), in the order of
-/// their offsets: every 2-D slice, every part of a fused slice. Throws config_error, prefixed by
-/// `who`, for a 1-D tensor in those roles or row_parts that do not sum to the slice's rows.
-inline std::vector<muon_matrix> muon_matrices(std::span<const tensor_info> layout,
-                                              tensor_role_set roles, std::string_view who) {
-  std::vector<const tensor_info*> sorted;
-  for (const tensor_info& t : layout)
-    if (roles.contains(t.role)) sorted.push_back(&t);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
-  std::vector<muon_matrix> out;
-  std::size_t state = 0;
-  for (const tensor_info* t : sorted) {
-    if (t->shape.size() < 2)
-      throw config_error(std::string(who) + ": tensor '" + t->name + "' has role " +
-                         std::string(tensor_role_name(t->role)) +
-                         ", which muon_config.muon_roles gives to Muon, but is not a matrix");
-    std::vector<std::int64_t> parts = t->row_parts;
-    if (parts.empty()) parts.push_back(t->rows());
-    if (std::accumulate(parts.begin(), parts.end(), std::int64_t{0}) != t->rows() ||
-        std::any_of(parts.begin(), parts.end(), [](std::int64_t r) { return r <= 0; }))
-      throw config_error(std::string(who) + ": tensor '" + t->name +
-                         "' has row_parts that do not split its " + std::to_string(t->rows()) +
-                         " rows into positive parts");
-    std::size_t offset = t->offset;
-    for (std::size_t slice = 0; slice < t->slices(); ++slice)
-      for (std::int64_t r : parts) {
-        out.push_back({offset, state, r, t->cols()});
-        offset += out.back().numel();
-        state += out.back().numel();
-      }
-  }
-  return out;
-}
 
 /// Elements [offset, offset + count) of the packed momentum of every matrix.
 struct muon_state_range {
@@ -165,10 +120,6 @@ class basic_muon_cpu {
     std::size_t num_parameters() const { return params.size(); }
   };
 
-  struct run {  // elements [begin, end) of the flat buffer that AdamW updates
-    std::size_t begin = 0, end = 0;
-  };
-
  public:
   using memory_space = host_memory;
   using parameter_type = Scalar;
@@ -191,9 +142,10 @@ class basic_muon_cpu {
       : config_((config.validate(), config)),
         n_(std::size_t(model.num_parameters())),
         matrices_(muon_matrices(model.parameter_layout(), config_.muon_roles, "muon_cpu")),
-        adamw_runs_(other_runs(matrices_, n_)),
-        adamw_layout_(packed_layout(model.parameter_layout(), config_.muon_roles, adamw_runs_)),
-        packed_params_(packed_size(adamw_runs_)),
+        adamw_runs_(muon_adamw_runs(matrices_, n_, "muon_cpu")),
+        adamw_layout_(muon_adamw_layout(model.parameter_layout(), config_.muon_roles, adamw_runs_,
+                                        "muon_cpu")),
+        packed_params_(muon_run_elements(adamw_runs_)),
         packed_grads_(packed_params_.size()),
         adamw_(packed_view{packed_params_, packed_grads_, adamw_layout_}, config_.adamw) {
     for (const muon_matrix& m : matrices_) {
@@ -308,7 +260,7 @@ class basic_muon_cpu {
   void update_adamw(std::span<Scalar> params, std::span<const Scalar> grads, float lr,
                     const clip_scale<host_memory>& clip, host_context& ctx) {
     std::size_t at = 0;
-    for (const run& r : adamw_runs_) {
+    for (const muon_run& r : adamw_runs_) {
       std::copy(params.begin() + r.begin, params.begin() + r.end, packed_params_.begin() + at);
       std::copy(grads.begin() + r.begin, grads.begin() + r.end, packed_grads_.begin() + at);
       at += r.end - r.begin;
@@ -316,55 +268,11 @@ class basic_muon_cpu {
     packed_view view{packed_params_, packed_grads_, adamw_layout_};
     adamw_.update(view, lr, clip, ctx);
     at = 0;
-    for (const run& r : adamw_runs_) {
+    for (const muon_run& r : adamw_runs_) {
       std::copy(packed_params_.begin() + at, packed_params_.begin() + at + (r.end - r.begin),
                 params.begin() + r.begin);
       at += r.end - r.begin;
     }
-  }
-
-  // The complement of the matrices in [0, n): what AdamW updates, as sorted runs.
-  static std::vector<run> other_runs(const std::vector<muon_matrix>& matrices, std::size_t n) {
-    std::vector<run> out;
-    std::size_t cursor = 0;
-    for (const muon_matrix& m : matrices) {  // sorted by offset, disjoint
-      if (m.offset < cursor) throw config_error("muon_cpu: two matrices overlap in the layout");
-      if (m.offset > cursor) out.push_back({cursor, m.offset});
-      cursor = m.offset + m.numel();
-    }
-    if (cursor < n) out.push_back({cursor, n});
-    return out;
-  }
-
-  static std::size_t packed_size(const std::vector<run>& runs) {
-    std::size_t n = 0;
-    for (const run& r : runs) n += r.end - r.begin;
-    return n;
-  }
-
-  // The tensors AdamW updates, with offsets into the packed buffer (they lie wholly in runs).
-  static std::vector<tensor_info> packed_layout(std::span<const tensor_info> layout,
-                                                tensor_role_set muon_roles,
-                                                const std::vector<run>& runs) {
-    std::vector<tensor_info> out;
-    for (const tensor_info& t : layout) {
-      if (muon_roles.contains(t.role)) continue;
-      std::size_t at = 0;
-      bool placed = false;
-      for (const run& r : runs) {
-        if (t.offset >= r.begin && t.offset + t.numel() <= r.end) {
-          tensor_info p = t;
-          p.offset = at + (t.offset - r.begin);
-          out.push_back(std::move(p));
-          placed = true;
-          break;
-        }
-        at += r.end - r.begin;
-      }
-      if (!placed)
-        throw config_error("muon_cpu: tensor '" + t.name + "' overlaps a matrix Muon updates");
-    }
-    return out;
   }
 
   struct thread_workspace {
@@ -379,7 +287,7 @@ class basic_muon_cpu {
   muon_matrix_range owned_{};
   std::size_t state_begin_ = 0;   // where the owned matrices start in the packed momentum
   std::vector<Scalar> momentum_;  // (owned matrix elements,) packed in layout order
-  std::vector<run> adamw_runs_;
+  std::vector<muon_run> adamw_runs_;
   std::vector<tensor_info> adamw_layout_;
   std::vector<Scalar> packed_params_, packed_grads_;  // (adamw elements,)
   basic_adamw_cpu<Scalar> adamw_;

@@ -7,10 +7,26 @@
 #include "link_unit.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
+#include "trainkit/model/cuda/llama_kernels.cuh"
 #include "trainkit/model/gpt2_cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace link_test {
+
+const void* llama_kernels_b() {
+  namespace k = trainkit::model::kernels;
+  static const void* launchers[] = {reinterpret_cast<const void*>(&k::rmsnorm_forward),
+                                    reinterpret_cast<const void*>(&k::rmsnorm_backward),
+                                    reinterpret_cast<const void*>(&k::head_rmsnorm_forward),
+                                    reinterpret_cast<const void*>(&k::head_rmsnorm_backward),
+                                    reinterpret_cast<const void*>(&k::rope_forward),
+                                    reinterpret_cast<const void*>(&k::rope_backward),
+                                    reinterpret_cast<const void*>(&k::swiglu_forward),
+                                    reinterpret_cast<const void*>(&k::swiglu_backward),
+                                    reinterpret_cast<const void*>(&k::relu_squared_forward),
+                                    reinterpret_cast<const void*>(&k::relu_squared_backward)};
+  return launchers[0];
+}
 
 float train_step_b() {
   if (trainkit::cuda::device_count() == 0) return -1.0f;

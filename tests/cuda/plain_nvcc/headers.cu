@@ -6,6 +6,7 @@
 #include <trainkit/checkpoint/cuda_stager.hpp>
 #include <trainkit/checkpoint/host_staged_checkpointer.hpp>
 #include <trainkit/core/linalg/gemm_cublaslt.cuh>
+#include <trainkit/model/cuda/llama_kernels.cuh>
 #include <trainkit/model/gpt2_cuda.hpp>
 #include <trainkit/optim/adamw_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
@@ -14,6 +15,14 @@ int main() {
   namespace k = trainkit::model::kernels;
   void* launchers[] = {reinterpret_cast<void*>(&k::flash_attention_forward),
                        reinterpret_cast<void*>(&k::flash_attention_backward),
-                       reinterpret_cast<void*>(&k::encoder_backward_buckets)};
+                       reinterpret_cast<void*>(&k::encoder_backward_buckets),
+                       reinterpret_cast<void*>(&k::rmsnorm_forward),
+                       reinterpret_cast<void*>(&k::rmsnorm_backward),
+                       reinterpret_cast<void*>(&k::head_rmsnorm_forward),
+                       reinterpret_cast<void*>(&k::head_rmsnorm_backward),
+                       reinterpret_cast<void*>(&k::rope_forward),
+                       reinterpret_cast<void*>(&k::swiglu_forward),
+                       reinterpret_cast<void*>(&k::swiglu_backward),
+                       reinterpret_cast<void*>(&k::relu_squared_backward)};
   return launchers[0] == nullptr ? 1 : 0;
 }

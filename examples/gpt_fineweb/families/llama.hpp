@@ -1,0 +1,156 @@
+// families/llama.hpp — the Llama model family of gpt_fineweb (`--arch llama`).
+//
+// Its config and presets (model/llama_config.hpp: d2, d6, d12, d20, d24) with the family's own
+// flags: --kv-heads (grouped-query attention), --mlp swiglu|relu2, --qk-norm, --tie-embeddings.
+// Each flag sets one llama_config field, and the config is validated there, so a bad value is
+// named by the library's field path, which flag_names.hpp turns back into the flag. On the CPU the
+// model is llama_cpu, started from a preset or from --init-from-hf (a Hugging Face
+// LlamaForCausalLM folder, model/hf_llama.hpp) and written with --export-hf. llm.c model files
+// hold GPT-2 only, so --init-from FILE and --export FILE are refused naming the flag, and so is
+// an --export-hf of a variant transformers' Llama cannot compute (ReLU², QK-norm), before the run.
+// No CUDA policy yet: train/cuda.cu refuses `--device cuda --arch llama` (families/family.hpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include <trainkit/core/error.hpp>
+#include <trainkit/model/llama_config.hpp>
+
+#include "../train/options.hpp"
+#include "family.hpp"
+
+namespace gpt_fineweb {
+
+struct llama_family {
+  static constexpr std::string_view name = "llama";
+  static constexpr std::string_view summary =
+      "Llama (RMSNorm, RoPE, grouped-query attention, SwiGLU or ReLU^2, no biases, untied head "
+      "unless --tie-embeddings)";
+  using config_type = trainkit::model::llama_config;
+  static constexpr std::array<std::string_view, 5> presets{"d2", "d6", "d12", "d20", "d24"};
+
+  /// The shape flags; an unset one leaves the preset's value.
+  struct flags {
+    std::optional<int> kv_heads;  // --kv-heads: llama_config::num_kv_heads
+    std::string mlp;              // --mlp: llama_config::mlp (empty: the preset's, SwiGLU)
+    bool qk_norm = false;         // --qk-norm: llama_config::qk_norm
+    bool tie_embeddings = false;  // --tie-embeddings: llama_config::tied_embeddings
+
+    /// The first shape flag given, or empty.
+    std::string_view first_given() const noexcept {
+      if (kv_heads) return "--kv-heads";
+      if (!mlp.empty()) return "--mlp";
+      if (qk_norm) return "--qk-norm";
+      if (tie_embeddings) return "--tie-embeddings";
+      return {};
+    }
+  };
+
+  static void add_flags(CLI::App& app, flags& f) {
+    app.add_option("--kv-heads", f.kv_heads,
+                   "--arch llama: key/value heads of grouped-query attention, dividing the query "
+                   "heads (default: the preset's, half of them; = heads: multi-head attention)");
+    app.add_option("--mlp", f.mlp,
+                   "--arch llama: the MLP, swiglu (Llama; width 8C/3 rounded up to 64, the "
+                   "default) or relu2 (ReLU^2 of width 4C, nanochat / modded-nanogpt)")
+        ->check(CLI::IsMember({"swiglu", "relu2"}));
+    app.add_flag("--qk-norm", f.qk_norm,
+                 "--arch llama: parameter-free RMSNorm of each query and key head before RoPE "
+                 "(nanochat)");
+    app.add_flag("--tie-embeddings", f.tie_embeddings,
+                 "--arch llama: the output head is the token embedding (no lm_head)");
+  }
+
+  /// The preset with the flags' fields, validated: config_error naming --model for a preset the
+  /// family lacks, and the llama_config field (flag_names.hpp: the flag) for an impossible shape.
+  static config_type config(const std::string& preset, const flags& f) {
+    require_preset<llama_family>(preset);
+    config_type c = config_type::preset(preset);
+    if (f.kv_heads) c.num_kv_heads = *f.kv_heads;
+    if (f.mlp == "relu2") {
+      c.mlp = trainkit::model::llama_mlp::relu_squared;
+      c.hidden_size = 4 * c.channels;  // nanochat's ReLU² width: GPT-2's 4C
+    }
+    c.qk_norm = f.qk_norm;
+    c.tied_embeddings = f.tie_embeddings;
+    c.validate();
+    return c;
+  }
+};
+static_assert(model_family<llama_family>);
+
+}  // namespace gpt_fineweb
+
+#if !defined(__CUDACC__)
+#include <trainkit/model/hf_llama.hpp>
+#include <trainkit/model/llama_cpu.hpp>
+
+#include "../commands/hf.hpp"
+
+namespace gpt_fineweb {
+
+/// --device cpu: llama_cpu.
+template <>
+struct host_policies<llama_family> {
+  using model_type = trainkit::model::llama_cpu;
+
+  explicit host_policies(const llama_family::flags& flags) : flags_(flags) {}
+
+  /// The shape the flags name: --init-from-hf's model (read now, kept for make_model) or the
+  /// --model preset with the shape flags. Also refuses, before anything runs, the model files
+  /// this family cannot read or write.
+  trainkit::model::llama_config model_config(const train_options& o) {
+    namespace tk = trainkit;
+    if (!o.init_from.empty())
+      throw tk::config_error("--init-from " + o.init_from +
+                             ": llm.c model files hold GPT-2 only; start --arch llama from a "
+                             "Hugging Face folder with --init-from-hf DIR");
+    if (!o.export_path.empty())
+      throw tk::config_error("--export " + o.export_path +
+                             ": llm.c model files hold GPT-2 only; write --arch llama with "
+                             "--export-hf DIR");
+    if (!o.init_from_hf.empty()) {
+      if (const std::string_view flag = flags_.first_given(); !flag.empty())
+        throw tk::config_error(std::string(flag) + ": the shape of an --init-from-hf model is " +
+                               o.init_from_hf + "/config.json's; leave the shape flags out");
+      from_file_ = tk::model::load_hf_llama_cpu(o.init_from_hf);
+    }
+    const auto cfg = from_file_ ? from_file_->config() : llama_family::config(o.model, flags_);
+    if (!o.export_hf.empty()) {
+      try {
+        tk::model::check_hf_llama_exportable(cfg);
+      } catch (const tk::config_error& e) {
+        throw tk::config_error("--export-hf " + o.export_hf + ": " + e.what());
+      }
+    }
+    return cfg;
+  }
+  model_type make_model(const train_options& o, const trainkit::model::llama_config& cfg) {
+    if (!from_file_) return model_type(cfg, o.seed);
+    model_type m = std::move(*from_file_);
+    from_file_.reset();
+    return m;
+  }
+  void export_model(const train_options& o, const model_type& model, std::ostream& out) const {
+    if (o.export_hf.empty()) return;  // --export FILE was refused by model_config
+    trainkit::model::save_hf_llama(o.export_hf, model,
+                                   hf_export_options_of(o.export_hf_dtype, o.vocab));
+    out << "exported Hugging Face folder " << o.export_hf << " (LlamaForCausalLM "
+        << model.config().to_string() << ", " << o.export_hf_dtype << ")\n";
+  }
+
+ private:
+  llama_family::flags flags_;
+  std::optional<model_type> from_file_;
+};
+
+}  // namespace gpt_fineweb
+#endif  // !__CUDACC__
+
+// No `cuda_policies<llama_family>` yet: train/cuda.cu refuses --device cuda for --arch llama.

@@ -1,0 +1,108 @@
+// families/muon.hpp — the Muon optimizer family of gpt_fineweb (`--optimizer muon`).
+//
+// Muon (optim/muon_cpu.hpp) updates the tensors whose role is `matrix` (every hidden weight
+// matrix of both model families; a fused q|k|v or gate|up slice part by part) with orthogonalised
+// Nesterov momentum, and everything else — embeddings, an untied head, norms, biases — with AdamW.
+// Its own flags are --muon-lr (Muon's peak rate, at the schedule's peak; the schedule's shape
+// follows --schedule/--warmup), --muon-momentum and --muon-ns-steps, defaulting to muon_config's
+// (0.02, 0.95, 5: the published Muon's). The AdamW half is built exactly as families/adamw.hpp
+// builds AdamW (adamw_family::config: --lr, --beta1, --beta2, --eps, --weight-decay), so a change
+// there reaches it. On the CPU it is muon_cpu; under `--reducer mpi` sharded_muon_cpu, whose ranks
+// split the matrices (each keeps only its share of the momentum) and all-gather them, bit for bit
+// one process's result. Its state is sharded, so its checkpoints are the sharded kind, written
+// synchronously: `--ckpt-mode async` with `--reducer mpi` is refused naming --ckpt-mode. No ZeRO-1
+// form (`--reducer mpi-zero1` is refused naming --reducer) and no CUDA optimizer yet (train/cuda.cu
+// refuses `--device cuda --optimizer muon`).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <string_view>
+
+#include <trainkit/core/error.hpp>
+#include <trainkit/optim/muon_config.hpp>
+
+#include "../train/options.hpp"
+#include "adamw.hpp"
+#include "family.hpp"
+
+namespace gpt_fineweb {
+
+struct muon_family {
+  static constexpr std::string_view name = "muon";
+  static constexpr std::string_view summary =
+      "Muon (orthogonalised momentum) for the hidden matrices, AdamW (--lr --beta1 --beta2 "
+      "--eps --weight-decay) for embeddings, head and norms";
+  using config_type = trainkit::optim::muon_config;
+
+  struct flags {
+    double lr = double(config_type{}.lr);              // --muon-lr
+    double momentum = double(config_type{}.momentum);  // --muon-momentum
+    int ns_steps = config_type{}.ns_steps;             // --muon-ns-steps
+  };
+
+  static void add_flags(CLI::App& app, flags& f) {
+    app.add_option("--muon-lr", f.lr,
+                   "--optimizer muon: Muon's peak learning rate for the hidden matrices (the "
+                   "schedule's shape, scaled to this peak); AdamW's half uses --lr")
+        ->capture_default_str();
+    app.add_option("--muon-momentum", f.momentum, "--optimizer muon: Muon's momentum beta")
+        ->capture_default_str();
+    app.add_option("--muon-ns-steps", f.ns_steps,
+                   "--optimizer muon: Newton-Schulz iterations per matrix and step")
+        ->capture_default_str();
+  }
+
+  /// Muon's settings from its flags and AdamW's half from the training command's, validated
+  /// (config_error naming the field; flag_names.hpp names the flag).
+  static config_type config(const train_options& o, const flags& f) {
+    if (o.reducer == "mpi" && o.ckpt_mode == "async")
+      throw trainkit::config_error(
+          "--ckpt-mode async: --optimizer muon under --reducer mpi shards Muon's momentum over "
+          "the ranks, whose checkpoints are written synchronously, every rank its shard; use "
+          "--ckpt-mode sync or none");
+    if (o.reducer == "mpi-zero1" || o.reducer == "nccl-zero1")
+      throw trainkit::config_error("--reducer " + o.reducer +
+                                   ": --optimizer muon has no ZeRO-1 form; its sharded form runs "
+                                   "under --reducer mpi (sharded_muon_cpu)");
+    config_type c;
+    c.lr = float(f.lr);
+    c.momentum = float(f.momentum);
+    c.ns_steps = f.ns_steps;
+    c.schedule_max_lr = float(o.lr);  // the schedule's peak, so Muon's peak is c.lr
+    c.adamw = adamw_family::config(o, {});
+    c.validate();
+    return c;
+  }
+};
+static_assert(optimizer_family<muon_family>);
+
+}  // namespace gpt_fineweb
+
+#if !defined(__CUDACC__)
+#include <trainkit/optim/muon_cpu.hpp>
+#if defined(TRAINKIT_HAS_MPI)
+#include <trainkit/optim/sharded_muon_cpu.hpp>
+#endif
+
+namespace gpt_fineweb {
+
+template <>
+struct host_policies<muon_family> {
+  template <class Model>
+  using optimizer_type = trainkit::optim::muon_cpu;
+#if defined(TRAINKIT_HAS_MPI)
+  /// --reducer mpi: the ranks share the matrices (state sharded, gradients all-reduced whole).
+  template <class Model>
+  using all_reduce_optimizer_type = trainkit::optim::sharded_muon_cpu;
+  static trainkit::optim::sharded_muon_config all_reduce_config(const muon_family::config_type& m) {
+    return trainkit::optim::sharded_muon_config(m);
+  }
+#endif
+};
+
+}  // namespace gpt_fineweb
+#endif  // !__CUDACC__
+
+// No `cuda_policies<muon_family>` yet: train/cuda.cu refuses --device cuda for --optimizer muon.

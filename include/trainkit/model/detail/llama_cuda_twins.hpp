@@ -1,0 +1,252 @@
+// trainkit/model/detail/llama_cuda_twins.hpp — CPU twins of the Llama family's CUDA kernels
+// (model/cuda/rmsnorm.cuh, rope.cuh, gated_mlp.cuh): the same arithmetic in fp32, rounded to bf16
+// exactly where a kernel stores bf16, so a GPU test can hold a kernel to the twin at a fraction of
+// a bf16 ulp, while tests/model/test_llama_cuda_twins.cpp holds each twin to the fp32 CPU kernels
+// of llama_cpu_kernels.hpp (the functions llama_cpu runs, pinned to transformers by fixtures).
+//
+// The point-wise math (SiLU and its derivative, ReLU², the rotate-half pair) is written once here
+// as TRAINKIT_HOST_DEVICE functions that the kernels call too, so a slip in it fails the CPU test
+// that runs on every machine. What a twin cannot share with its kernel is the order of the
+// reductions (a warp's butterfly, the backward's per-chunk partials): there twin and kernel agree
+// to float rounding, not bit for bit. Plain C++ without Eigen, so nvcc-compiled tests include it.
+// Buffers are float arrays holding bf16-representable values where the kernel's are bf16.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "trainkit/core/bf16.hpp"
+#include "trainkit/core/cuda/host_device.hpp"
+
+namespace trainkit::model::detail {
+
+// ---- point-wise math shared with the kernels ----------------------------------------------------
+
+/// σ(g) = 1 / (1 + e^−g), in fp32 (expf: the device's is within 2 ulp of the host's).
+TRAINKIT_HOST_DEVICE inline float llama_sigmoid(float g) {
+  return 1.0f / (1.0f + ::expf(-g));
+}
+
+/// silu(gate)·up, as llama_cpu_kernels' swiglu_forward: g / (1 + e^−g) · u.
+TRAINKIT_HOST_DEVICE inline float swiglu_value(float g, float u) {
+  return g / (1.0f + ::expf(-g)) * u;
+}
+
+/// ∂/∂gate of silu(g)·u times dy: dy·u·σ(g)·(1 + g·(1 − σ(g))).
+TRAINKIT_HOST_DEVICE inline float swiglu_dgate(float g, float u, float dy) {
+  const float sig = llama_sigmoid(g);
+  return dy * u * sig * (1.0f + g * (1.0f - sig));
+}
+
+/// ∂/∂up of silu(g)·u times dy: dy·g·σ(g).
+TRAINKIT_HOST_DEVICE inline float swiglu_dup(float g, float dy) {
+  return dy * g * llama_sigmoid(g);
+}
+
+/// max(x, 0)² and its derivative times dy.
+TRAINKIT_HOST_DEVICE inline float relu_squared_value(float x) {
+  const float m = x > 0.0f ? x : 0.0f;
+  return m * m;
+}
+TRAINKIT_HOST_DEVICE inline float relu_squared_grad(float x, float dy) {
+  return dy * 2.0f * (x > 0.0f ? x : 0.0f);
+}
+
+/// The rotate-half rotation of the pair (x[i], x[i + hs/2]) by the angle with cosine c and sine s
+/// (s negated for the inverse rotation, which is the backward).
+struct rope_pair {
+  float first, second;
+};
+TRAINKIT_HOST_DEVICE inline rope_pair rope_rotate_pair(float a, float b, float c, float s) {
+  return {a * c - b * s, b * c + a * s};
+}
+
+// ---- tiling arithmetic shared with the kernels --------------------------------------------------
+// The index maps that are easy to get wrong, as functions the kernels call and the CPU test walks
+// over a whole grid (each output written once, nothing else touched), since no GPU runs here.
+
+inline constexpr int llama_kernel_warp = 32;  // lanes; the kernels static_assert warp_size matches
+inline constexpr int llama_kernel_pack = 8;   // bf16 per 16-byte access; likewise `pack`
+inline constexpr int rmsnorm_pass = llama_kernel_warp * llama_kernel_pack;  // channels per pass
+
+/// RMSNorm backward's shared-memory slot of channel c = 256·j + 8·lane + k: 256·j + 32·k + lane
+/// (the 32 lanes' adds for one (j, k) hit 32 consecutive floats, no bank conflicts).
+TRAINKIT_HOST_DEVICE inline int rmsnorm_channel_slot(int j, int lane, int k) {
+  return j * rmsnorm_pass + k * llama_kernel_warp + lane;
+}
+/// The inverse: the channel whose sums sit in slot q.
+TRAINKIT_HOST_DEVICE inline int rmsnorm_slot_channel(int q) {
+  return q / rmsnorm_pass * rmsnorm_pass + (q % llama_kernel_warp) * llama_kernel_pack +
+         (q % rmsnorm_pass) / llama_kernel_warp;
+}
+
+/// RoPE's thread `item` of a grid over (row, head, group of 8 pairs): its row, head and first pair
+/// index i (it rotates pairs (i + k, i + k + hs/2), k < 8).
+struct rope_site {
+  std::int64_t row;
+  int head, i;
+};
+TRAINKIT_HOST_DEVICE inline rope_site rope_item_site(std::int64_t item, int heads, int hs) {
+  const int groups = hs / 2 / llama_kernel_pack;
+  return {item / (std::int64_t(heads) * groups), int(item / groups % heads),
+          int(item % groups) * llama_kernel_pack};
+}
+
+// ---- twins of the kernels -----------------------------------------------------------------------
+
+inline float round_to_bf16(float x) {
+  return bf16::from_float(x).to_float();
+}
+
+/// RoPE's cos and sin (T, hs/2), fp32, as detail::rope_table builds them (the same expressions,
+/// so the same bits: the CPU test checks it): inv_freq = 1/θ^(2i/hs), angle = t·inv_freq. The CUDA
+/// policy uploads this table rather than calling cosf/sinf on the device, whose results for
+/// angles up to T radians differ from the host's libm by ulps: with the table, llama_cpu, the twin
+/// and the kernel rotate by bit-identical factors.
+struct rope_host_table {
+  int T = 0, half = 0;
+  std::vector<float> cos, sin;  // (T, half)
+
+  rope_host_table(int T_, int head_size, float theta) : T(T_), half(head_size / 2) {
+    cos.resize(std::size_t(T) * std::size_t(half));
+    sin.resize(cos.size());
+    for (int i = 0; i < half; ++i) {
+      const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_size));
+      for (int t = 0; t < T; ++t) {
+        const float angle = float(t) * inv_freq;
+        cos[std::size_t(t) * half + i] = std::cos(angle);
+        sin[std::size_t(t) * half + i] = std::sin(angle);
+      }
+    }
+  }
+};
+
+/// Forward of rmsnorm.cuh's kernel over (N, C): x = bf16(a + b) (b null: x = a), written to
+/// res_out when b is given; rstd = 1/√(mean(x²) + ε) kept in fp32; out = bf16(x·rstd·w) (w null:
+/// no gain).
+inline void rmsnorm_forward_twin(float* res_out, float* out, float* rstd, const float* a,
+                                 const float* b, const float* w, std::int64_t N, int C, float eps) {
+  std::vector<float> x(std::size_t(C), 0.0f);
+  for (std::int64_t r = 0; r < N; ++r) {
+    const std::int64_t base = r * C;
+    float sq = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      x[std::size_t(c)] = b ? round_to_bf16(a[base + c] + b[base + c]) : a[base + c];
+      sq += x[std::size_t(c)] * x[std::size_t(c)];
+    }
+    const float s = 1.0f / std::sqrt(sq / float(C) + eps);
+    for (int c = 0; c < C; ++c) {
+      const float n = x[std::size_t(c)] * s;
+      out[base + c] = round_to_bf16(w ? n * w[c] : n);
+      if (b) res_out[base + c] = x[std::size_t(c)];
+    }
+    rstd[r] = s;
+  }
+}
+
+/// Backward of rmsnorm.cuh: dinp (N, C) += rstd·(w·dy − x̂·mean(w·dy·x̂)), x̂ = x·rstd, rounded
+/// to bf16 once per element; dw (C) += Σ_rows dy·x̂ summed in fp32 and rounded once (w and dw
+/// null: no gain).
+inline void rmsnorm_backward_twin(float* dinp, float* dw, const float* dout, const float* x,
+                                  const float* w, const float* rstd, std::int64_t N, int C) {
+  std::vector<float> gw(std::size_t(C), 0.0f);
+  for (std::int64_t r = 0; r < N; ++r) {
+    const std::int64_t base = r * C;
+    const float s = rstd[r];
+    float dot = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      const float dnorm = w ? w[c] * dout[base + c] : dout[base + c];
+      dot += dnorm * x[base + c] * s;
+    }
+    dot /= float(C);
+    for (int c = 0; c < C; ++c) {
+      const float norm = x[base + c] * s;
+      const float dnorm = w ? w[c] * dout[base + c] : dout[base + c];
+      dinp[base + c] = round_to_bf16(dinp[base + c] + s * (dnorm - norm * dot));
+      gw[std::size_t(c)] += dout[base + c] * norm;
+    }
+  }
+  if (dw)
+    for (int c = 0; c < C; ++c) dw[c] = round_to_bf16(dw[c] + gw[std::size_t(c)]);
+}
+
+/// rope.cuh, in place on `heads` consecutive heads of hs channels at the start of each of N rows
+/// (rows `stride` apart, row r at position r % T); each pair rounded to bf16 once.
+inline void rope_twin(float* x, const rope_host_table& table, std::int64_t N, int T, int heads,
+                      int hs, std::int64_t stride, bool inverse) {
+  const int h = hs / 2;
+  for (std::int64_t r = 0; r < N; ++r) {
+    const std::size_t t = std::size_t(r % T);
+    for (int head = 0; head < heads; ++head) {
+      float* v = x + r * stride + std::int64_t(head) * hs;
+      for (int i = 0; i < h; ++i) {
+        const float c = table.cos[t * std::size_t(table.half) + std::size_t(i)];
+        const float s = table.sin[t * std::size_t(table.half) + std::size_t(i)];
+        const rope_pair p = rope_rotate_pair(v[i], v[i + h], c, inverse ? -s : s);
+        v[i] = round_to_bf16(p.first);
+        v[i + h] = round_to_bf16(p.second);
+      }
+    }
+  }
+}
+
+/// QK-norm forward (parameter-free RMSNorm per head), in place on `heads` heads at the start of
+/// each of N rows; rstd (N, heads) in fp32.
+inline void head_rmsnorm_forward_twin(float* x, float* rstd, std::int64_t N, int heads, int hs,
+                                      std::int64_t stride, float eps) {
+  for (std::int64_t r = 0; r < N; ++r)
+    for (int head = 0; head < heads; ++head) {
+      float* v = x + r * stride + std::int64_t(head) * hs;
+      float sq = 0.0f;
+      for (int i = 0; i < hs; ++i) sq += v[i] * v[i];
+      const float s = 1.0f / std::sqrt(sq / float(hs) + eps);
+      for (int i = 0; i < hs; ++i) v[i] = round_to_bf16(v[i] * s);
+      rstd[r * heads + head] = s;
+    }
+}
+
+/// QK-norm backward, in place: dx = rstd·(dy − y·mean(dy·y)) from the normalised output y.
+inline void head_rmsnorm_backward_twin(float* dx, const float* y, const float* rstd, std::int64_t N,
+                                       int heads, int hs, std::int64_t stride) {
+  for (std::int64_t r = 0; r < N; ++r)
+    for (int head = 0; head < heads; ++head) {
+      const std::int64_t o = r * stride + std::int64_t(head) * hs;
+      float dot = 0.0f;
+      for (int i = 0; i < hs; ++i) dot += dx[o + i] * y[o + i];
+      dot /= float(hs);
+      const float s = rstd[r * heads + head];
+      for (int i = 0; i < hs; ++i) dx[o + i] = round_to_bf16(s * (dx[o + i] - y[o + i] * dot));
+    }
+}
+
+/// gated_mlp.cuh's SwiGLU: fc (N, 2F) = gate | up per row; out (N, F) = bf16(silu(gate)·up).
+inline void swiglu_forward_twin(float* out, const float* fc, std::int64_t N, int F) {
+  for (std::int64_t r = 0; r < N; ++r)
+    for (int i = 0; i < F; ++i)
+      out[r * F + i] = round_to_bf16(swiglu_value(fc[r * 2 * F + i], fc[r * 2 * F + F + i]));
+}
+
+/// dfc (N, 2F) = [dgate | dup] assigned, each rounded to bf16.
+inline void swiglu_backward_twin(float* dfc, const float* fc, const float* dout, std::int64_t N,
+                                 int F) {
+  for (std::int64_t r = 0; r < N; ++r)
+    for (int i = 0; i < F; ++i) {
+      const float g = fc[r * 2 * F + i], u = fc[r * 2 * F + F + i], dy = dout[r * F + i];
+      dfc[r * 2 * F + i] = round_to_bf16(swiglu_dgate(g, u, dy));
+      dfc[r * 2 * F + F + i] = round_to_bf16(swiglu_dup(g, dy));
+    }
+}
+
+inline void relu_squared_forward_twin(float* out, const float* inp, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(relu_squared_value(inp[i]));
+}
+
+/// dinp = bf16(dout·2·max(x, 0)), assigned (dinp may alias dout).
+inline void relu_squared_backward_twin(float* dinp, const float* inp, const float* dout,
+                                       std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dinp[i] = round_to_bf16(relu_squared_grad(inp[i], dout[i]));
+}
+
+}  // namespace trainkit::model::detail
