@@ -21,6 +21,7 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/model/llama_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace {
 
@@ -52,6 +53,8 @@ void bench_llama_train_step(benchmark::State& state, const char* preset, int B, 
                             double goal) {
   trainkit::model::llama_cpu m(trainkit::model::llama_config::preset(preset), 1337);
   trainkit::optim::adamw_cpu opt(m, trainkit::optim::adamw_config{});
+  // Clipping at 1 (the trainer's default threshold), then AdamW.
+  trainkit::optim::clip_then_update<trainkit::host_memory> clipped_update(1.0);
   std::uint32_t seed = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -59,7 +62,7 @@ void bench_llama_train_step(benchmark::State& state, const char* preset, int B, 
     state.ResumeTiming();
     m.zero_grad();
     benchmark::DoNotOptimize(m.forward_backward(trainkit::view_of(batch), 1.0f));
-    opt.step(m, 3e-4f);
+    clipped_update(opt, m, 3e-4f);
   }
   const double tokens = double(state.iterations()) * B * T;
   state.counters["tok/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);

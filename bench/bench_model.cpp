@@ -19,6 +19,7 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace {
 
@@ -49,6 +50,8 @@ void report(benchmark::State& state, const trainkit::model::gpt2_cpu& m, double 
 void bench_train_step(benchmark::State& state, const char* preset, double llmc_tok_s) {
   trainkit::model::gpt2_cpu m(trainkit::model::gpt2_config::preset(preset), 1337);
   trainkit::optim::adamw_cpu opt(m, trainkit::optim::adamw_config{});
+  // Clipping at 1 (the trainer's default threshold), then AdamW.
+  trainkit::optim::clip_then_update<trainkit::host_memory> clipped_update(1.0);
   std::uint32_t seed = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -56,7 +59,7 @@ void bench_train_step(benchmark::State& state, const char* preset, double llmc_t
     state.ResumeTiming();
     m.zero_grad();
     const float loss = m.forward_backward(trainkit::view_of(batch), 1.0f);
-    opt.step(m, 3e-4f);
+    clipped_update(opt, m, 3e-4f);
     benchmark::DoNotOptimize(loss);
   }
   report(state, m, llmc_tok_s, true);

@@ -119,6 +119,7 @@ result run_case(const bench_case& c, int steps, int warmup, double peak, bool gr
       mo.seq_len = c.seq;
       tk::model::gpt2_cuda m(cfg, std::span<const float>(weights), mo);
       tk::optim::adamw_cuda opt(m, tk::optim::adamw_config{});
+      tk::optim::clip_then_update<tk::device_memory> clipped_update(1.0);  // norm, then AdamW
       const std::size_t N = std::size_t(B) * c.seq;
       std::mt19937_64 rng(7);
       std::uniform_int_distribution<std::int32_t> tok(0, cfg.vocab_size - 1);
@@ -135,7 +136,7 @@ result run_case(const bench_case& c, int steps, int warmup, double peak, bool gr
         m.zero_grad();
         (void)m.forward_backward({tokens[k].data(), tokens[k + 1].data(), B, c.seq}, 1.0f);
         const double t0 = now_ms();
-        (void)opt.step(m, 1e-4f);
+        (void)clipped_update(opt, m, 1e-4f);
         if (opt_ms) *opt_ms += now_ms() - t0;
       };
       for (int i = 0; i < warmup; ++i) {

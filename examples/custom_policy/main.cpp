@@ -118,6 +118,7 @@ int main(int argc, char** argv) try {
                   .max_lr = o.lr,
                   .warmup_steps = 10,
                   .final_lr_frac = 0.1f};
+  cfg.grad_clip = 1.0f;  // global gradient-norm clipping: the trainer's, not the optimizer's
   cfg.eval_every = 100;
   cfg.eval_batches = 4;
   cfg.ckpt_every = o.ckpt_every;
@@ -128,7 +129,7 @@ int main(int argc, char** argv) try {
   char_trainer trainer(cfg, char_corpus(std::string_view(text).substr(0, split), shape),
                        char_corpus(std::string_view(text).substr(split), shape),
                        mlp_lm(custom_policy::mlp_lm_config{}, o.seed),
-                       tk::optim::adamw_config{.weight_decay = 0.01f, .grad_clip = 1.0f},
+                       tk::optim::adamw_config{.weight_decay = 0.01f},
                        tk::checkpoint::sync_checkpointer({o.ckpt_dir, /*keep_last=*/2}));
   if (o.stop_at > 0)
     trainer.on_step([&](const tk::step_metrics& m) { return m.step < std::uint64_t(o.stop_at); });

@@ -23,7 +23,7 @@ struct field_flag {
   std::string_view flag;   // as the user types it
 };
 
-inline constexpr std::array<field_flag, 25> field_flags{{
+inline constexpr std::array<field_flag, 24> field_flags{{
     // trainer_config (trainer/config.hpp), filled by make_trainer_config and checked by
     // trainkit::check
     {"trainer_config.steps", "--steps"},
@@ -49,7 +49,6 @@ inline constexpr std::array<field_flag, 25> field_flags{{
     {"adamw_config.beta2", "--beta2"},
     {"adamw_config.eps", "--eps"},
     {"adamw_config.weight_decay", "--weight-decay"},
-    {"adamw_config.grad_clip", "--grad-clip"},
     // sampling_config (model/sampling.hpp), filled from --temperature / --top-k
     {"sampling_config.temperature", "--temperature"},
     {"sampling_config.top_k", "--top-k"},

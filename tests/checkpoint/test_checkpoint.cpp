@@ -32,6 +32,7 @@
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/checkpoint/write.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace tk = trainkit;
 namespace ck = trainkit::checkpoint;
@@ -814,7 +815,7 @@ TEST_F(CheckpointTest, OptimizerAndModelResumeBitIdenticallyThroughACheckpoint) 
     for (int s = from; s < to; ++s) {
       m.zero_grad();
       m.forward_backward({}, 1.0f);
-      o.step(m, 1e-2f * float(s + 1));
+      tk::optim::clip_then_update<tk::host_memory>(1.0)(o, m, 1e-2f * float(s + 1));
     }
   };
   auto gather = [](model_t& m, tk::optim::adamw_cpu& o, std::uint64_t step) {

@@ -9,6 +9,7 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace trainkit::test_ref {
 namespace {
@@ -37,14 +38,16 @@ static_assert(model::parameter_holder<buffer_model>);
 
 adamw_run adamw_cpu_steps(const std::vector<tensor_info>& layout, std::vector<float> params,
                           const std::vector<std::vector<float>>& grads,
-                          const std::vector<float>& lrs, const optim::adamw_config& config) {
+                          const std::vector<float>& lrs, const optim::adamw_config& config,
+                          double max_norm) {
   buffer_model m{layout, std::move(params), {}};
   m.grads.assign(m.params.size(), 0.0f);
   optim::adamw_cpu opt(m, config);
+  optim::clip_then_update<host_memory> clipped_update(max_norm);
   adamw_run out;
   for (std::size_t s = 0; s < grads.size(); ++s) {
     m.grads = grads[s];
-    out.norms.push_back(opt.step(m, lrs[s]));
+    out.norms.push_back(clipped_update(opt, m, lrs[s]));
     out.params.push_back(m.params);
   }
   return out;

@@ -15,9 +15,10 @@ struct adamw_run {
 };
 
 /// adamw_cpu over a model with `layout` and `params`, one step per entry of `grads` at the
-/// matching learning rate.
+/// matching learning rate, each clipped by global norm at `max_norm` (0 = off) first.
 adamw_run adamw_cpu_steps(const std::vector<tensor_info>& layout, std::vector<float> params,
                           const std::vector<std::vector<float>>& grads,
-                          const std::vector<float>& lrs, const optim::adamw_config& config);
+                          const std::vector<float>& lrs, const optim::adamw_config& config,
+                          double max_norm);
 
 }  // namespace trainkit::test_ref

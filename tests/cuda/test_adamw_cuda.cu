@@ -76,7 +76,8 @@ struct case_result {
   std::vector<float> gpu_master, cpu_params;
 };
 
-void run_against_cpu(const adamw_config& cfg, float grad_stddev, int steps, std::uint64_t seed) {
+void run_against_cpu(const adamw_config& cfg, float max_norm, float grad_stddev, int steps,
+                     std::uint64_t seed) {
   std::size_t n = 0;
   const auto layout = test_layout(n);
   std::mt19937_64 rng(seed);
@@ -87,16 +88,17 @@ void run_against_cpu(const adamw_config& cfg, float grad_stddev, int steps, std:
     grads.push_back(random_bf16(n, rng, grad_stddev));
     lrs.push_back(1e-2f * float(s + 1) / float(steps));
   }
-  const auto cpu = trainkit::test_ref::adamw_cpu_steps(layout, init, grads, lrs, cfg);
+  const auto cpu = trainkit::test_ref::adamw_cpu_steps(layout, init, grads, lrs, cfg, max_norm);
 
   buffer_model m{layout, to_device(init), to_device(grads[0])};
   adamw_cuda opt(m, cfg);
+  trainkit::optim::clip_then_update<trainkit::device_memory> clipped_update(max_norm);
   EXPECT_EQ(opt.master_to_host(), init) << "master weights start as the bf16 parameters";
   for (int s = 0; s < steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s + 1));
     m.grads = to_device(grads[std::size_t(s)]);
     m.params = poisoned(n);  // every parameter must be rewritten from the master weights
-    const float norm = opt.step(m, lrs[std::size_t(s)]);
+    const float norm = clipped_update(opt, m, lrs[std::size_t(s)]);
     EXPECT_NEAR(norm, cpu.norms[std::size_t(s)], 1e-5 * cpu.norms[std::size_t(s)]);
     const std::vector<float> master = opt.master_to_host();
     const fvec& want = cpu.params[std::size_t(s)];
@@ -120,17 +122,16 @@ void run_against_cpu(const adamw_config& cfg, float grad_stddev, int steps, std:
 TEST(AdamwCuda, MatchesCpuWithoutClipping) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   adamw_config cfg;
-  cfg.grad_clip = 0.0f;
   cfg.weight_decay = 0.1f;
-  run_against_cpu(cfg, 1.0f, 6, 1);
+  run_against_cpu(cfg, 0.0f, 1.0f, 6, 1);
 }
 
 TEST(AdamwCuda, MatchesCpuWithClipping) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   adamw_config cfg;
-  cfg.grad_clip = 1.0f;  // norms here are ~100: the factor is far from 1 on every step
   cfg.weight_decay = 0.1f;
-  run_against_cpu(cfg, 1.0f, 6, 2);
+  // A threshold of 1: norms here are ~100, so the factor is far from 1 on every step.
+  run_against_cpu(cfg, 1.0f, 1.0f, 6, 2);
 }
 
 TEST(AdamwCuda, MatchesCpuWithStrongDecayAndOtherBetas) {
@@ -140,8 +141,7 @@ TEST(AdamwCuda, MatchesCpuWithStrongDecayAndOtherBetas) {
   cfg.beta2 = 0.99f;
   cfg.eps = 1e-6f;
   cfg.weight_decay = 3.0f;  // decay dominates the update: a wrong mask cannot hide
-  cfg.grad_clip = 50.0f;
-  run_against_cpu(cfg, 0.3f, 5, 3);
+  run_against_cpu(cfg, 50.0f, 0.3f, 5, 3);
 }
 
 TEST(AdamwCuda, StateTensorsViewTheOptimizer) {
@@ -151,7 +151,7 @@ TEST(AdamwCuda, StateTensorsViewTheOptimizer) {
   std::mt19937_64 rng(4);
   buffer_model m{layout, to_device(random_bf16(n, rng)), to_device(random_bf16(n, rng))};
   adamw_cuda opt(m, adamw_config{});
-  (void)opt.step(m, 1e-3f);
+  (void)trainkit::optim::clip_then_update<trainkit::device_memory>(1.0)(opt, m, 1e-3f);
   const auto st = opt.state();
   ASSERT_EQ(st.size(), 4u);
   const char* names[] = {"optim.master", "optim.m", "optim.v", "optim.step"};
@@ -177,7 +177,7 @@ TEST(AdamwCuda, StochasticRoundingStaysWithinOneUlp) {
   std::mt19937_64 rng(5);
   buffer_model m{layout, to_device(random_bf16(n, rng)), to_device(random_bf16(n, rng))};
   adamw_cuda opt(m, adamw_config{}, {.stochastic_rounding = true, .seed = 9});
-  (void)opt.step(m, 1e-2f);
+  (void)trainkit::optim::clip_then_update<trainkit::device_memory>(1.0)(opt, m, 1e-2f);
   const auto master = opt.master_to_host();
   const fvec p = to_host(m.params);
   std::size_t differs_from_nearest = 0, outside = 0;
@@ -202,7 +202,9 @@ TEST(AdamwCuda, RejectsAModelOfAnotherSize) {
   adamw_cuda opt(m, adamw_config{});
   buffer_model other{layout, to_device(random_bf16(n + 1, rng)),
                      to_device(random_bf16(n + 1, rng))};
-  EXPECT_THROW((void)opt.step(other, 1e-3f), trainkit::config_error);
+  EXPECT_THROW(
+      (void)trainkit::optim::clip_then_update<trainkit::device_memory>(1.0)(opt, other, 1e-3f),
+      trainkit::config_error);
 }
 
 }  // namespace adamw_cuda_test

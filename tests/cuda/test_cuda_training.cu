@@ -70,13 +70,13 @@ tk::trainer_config loop_config(const training_setup& s) {
   tc.schedule.final_lr_frac = 0.1f;
   tc.ckpt_at_end = false;
   tc.output.console.quiet = true;
+  tc.grad_clip = s.grad_clip;
   return tc;
 }
 
 tk::optim::adamw_config optimizer_config(const training_setup& s) {
   tk::optim::adamw_config ac;
   ac.weight_decay = s.weight_decay;
-  ac.grad_clip = s.grad_clip;
   return ac;
 }
 
@@ -270,15 +270,20 @@ TEST(CudaTraining, NcclReducerOverOneGpuGivesTheSingleProcessLosses) {
 namespace ck = tk::checkpoint;
 using staged_sync = ck::host_staged_checkpointer<ck::sync_checkpointer>;
 using cuda_async = ck::basic_asio_checkpointer<ck::cuda_stager>;
-static_assert(tk::reduce::clips_sharded_gradients<tk::reduce::nccl_zero1, tk::model::gpt2_cuda>);
+static_assert(tk::reduce::gradient_reducer_for<tk::reduce::nccl_zero1, tk::model::gpt2_cuda>);
+static_assert(tk::reduce::nccl_zero1::delivered_gradients == tk::gradient_layout::reduce_scattered);
+static_assert(tk::optim::zero1_adamw_cuda::expected_gradients ==
+              tk::gradient_layout::reduce_scattered);
 static_assert(tk::reduce::rank_aware<tk::reduce::nccl_zero1>);
 static_assert(ck::save_communicator<tk::reduce::nccl_zero1>);
 static_assert(tk::optim::optimizer_for<tk::optim::zero1_adamw_cuda, tk::model::gpt2_cuda>);
 static_assert(ck::sharded_optimizer<tk::optim::zero1_adamw_cuda>);
 static_assert(!ck::sharded_optimizer<tk::optim::adamw_cuda>);
-// The DDP reducer leaves every rank the whole summed gradient: the trainer clips, not it.
-static_assert(
-    !tk::reduce::clips_sharded_gradients<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
+// The DDP reducer leaves every rank the whole summed gradient, which adamw_cuda reads: its
+// clipping step is the plain norm over the buckets.
+static_assert(tk::reduce::gradient_reducer_for<tk::reduce::nccl_allreduce, tk::model::gpt2_cuda>);
+static_assert(tk::reduce::nccl_allreduce::delivered_gradients == tk::gradient_layout::replicated);
+static_assert(tk::optim::adamw_cuda::expected_gradients == tk::gradient_layout::replicated);
 // Sharded checkpoints of device state: sync through the host stage; never the async writer, whose
 // thread cannot join the ranks' collectives (a trainer composing it does not compile).
 static_assert(ck::sharded_checkpointer<staged_sync, tk::reduce::nccl_zero1>);

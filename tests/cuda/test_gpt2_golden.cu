@@ -66,13 +66,14 @@ TEST(Gpt2CudaGolden, ThreeAdamwStepsMatchPyTorch) {
   const golden_run r;
   trainkit::model::gpt2_cuda m(r.g.config, std::span<const float>(r.weights));
   trainkit::optim::adamw_cuda opt(m, r.g.adamw);
+  trainkit::optim::clip_then_update<trainkit::device_memory> step(r.g.grad_clip);
   const std::vector<float> before = opt.master_to_host();  // the bf16-rounded start
   for (int s = 0; s < r.g.steps; ++s) {
     m.zero_grad();
     const float loss = m.forward_backward(r.batch(), 1.0f);
     EXPECT_NEAR(loss, r.g.step_losses[std::size_t(s)], 0.01 * r.g.step_losses[std::size_t(s)])
         << "step " << s;
-    (void)opt.step(m, r.g.lr);
+    (void)step(opt, m, r.g.lr);
   }
   const std::vector<float> after = opt.master_to_host();
   fvec got(after.size()), want(after.size());

@@ -37,9 +37,9 @@ std::vector<double> cpu_training_losses(const training_setup& s) {
   tc.schedule.final_lr_frac = 0.1f;
   tc.ckpt_at_end = false;
   tc.output.console.quiet = true;
+  tc.grad_clip = s.grad_clip;
   optim::adamw_config ac;
   ac.weight_decay = s.weight_decay;
-  ac.grad_clip = s.grad_clip;
 
   using cpu_trainer = trainer<data::mmap_token_source, prefetch::threaded<4>, model::gpt2_cpu,
                               optim::adamw_cpu, checkpoint::no_checkpoint>;

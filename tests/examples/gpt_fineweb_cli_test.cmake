@@ -28,7 +28,7 @@ expect_exit(0 "" --data ${WORK}/foreign.bin --data-format headerless_uint16 --va
             --batch 2 --seq 16 --steps 1 --eval-every 0 --eval-batches 1 --no-progress)
 expect_exit(2 "--batch" --batch 0 --steps 1)
 # Every bad value names the flag the user typed, never the library's config field (the library
-# says "adamw_config: grad_clip"; examples/gpt_fineweb/flag_names.hpp maps it to --grad-clip).
+# says "trainer_config.grad_clip"; examples/gpt_fineweb/flag_names.hpp maps it to --grad-clip).
 function(expect_flag_error regex)
   expect_exit(2 "^gpt_fineweb: error: ${regex}$" ${ARGN} --eval-every 0 --no-progress)
   if(last_error MATCHES "_config|lr_schedule")

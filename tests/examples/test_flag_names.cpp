@@ -65,10 +65,10 @@ TEST(FlagNames, AdamwFieldsAreTheirFlags) {
   expect_flag_named(
       [] {
         tk::optim::adamw_config c;
-        c.grad_clip = -1;
+        c.weight_decay = -1;
         c.validate();
       },
-      "adamw_config: grad_clip", "--grad-clip must be finite and >= 0");
+      "adamw_config: weight_decay", "--weight-decay must be finite and >= 0");
 }
 
 // The Llama family's shape flags (families/llama.hpp) fill llama_config; the fields its checks
@@ -126,6 +126,9 @@ TEST(FlagNames, TrainerCheckFieldsAreTheirFlags) {
                     "trainer_config.schedule.max_lr", "--lr must be finite and >= 0");
   expect_flag_named(check([](tk::trainer_config& c) { c.ckpt_every = -3; }),
                     "trainer_config.ckpt_every", "--ckpt-every must be >= 0: -3");
+  expect_flag_named(check([](tk::trainer_config& c) { c.grad_clip = -1; }),
+                    "trainer_config.grad_clip",
+                    "--grad-clip must be finite and >= 0 (0 = off): -1");
   expect_flag_named(check([](tk::trainer_config& c) { c.total_batch_tokens = 100; }),
                     "the training source's batch_size x seq_len",
                     "--total-batch-tokens 100 is not a multiple of --batch x --seq = 512");

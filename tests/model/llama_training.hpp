@@ -68,8 +68,8 @@ run_record train(int rank, int ranks, int micro_batches, int steps, Checkpointer
   cfg.schedule.warmup_steps = 2;
   cfg.schedule.max_lr = 3e-3f;
   cfg.meta["model"] = small_llama().to_string();
+  cfg.grad_clip = 0.5f;  // small: clipping acts on every step
   tk::optim::adamw_config ac;
-  ac.grad_clip = 0.5f;  // small: clipping acts on every step
   std::ostringstream quiet;
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::llama_cpu,
               tk::optim::adamw_cpu, Checkpointer, Reducer>

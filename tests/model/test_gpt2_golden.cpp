@@ -17,6 +17,7 @@
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/model/llmc_file.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace {
 
@@ -62,12 +63,13 @@ TEST(Gpt2Golden, ParametersAfterThreeAdamwStepsMatchPyTorch) {
   const golden_fixture g = trainkit::test_golden::load_golden();
   auto m = trainkit::model::load_llmc_gpt2_cpu<float>(g.model_file);
   trainkit::optim::adamw_cpu opt(m, g.adamw);
+  trainkit::optim::clip_then_update<trainkit::host_memory> step(g.grad_clip);
   for (int s = 0; s < g.steps; ++s) {
     m.zero_grad();
     const float loss = m.forward_backward(batch_of(g), 1.0f);
     EXPECT_NEAR(loss, g.step_losses[std::size_t(s)], fp32_tolerance * g.step_losses[std::size_t(s)])
         << "step " << s;
-    (void)opt.step(m, g.lr);
+    (void)step(opt, m, g.lr);
   }
   // The key bias is the exception: its true gradient is exactly 0 (a constant added to every key
   // shifts all of a query's scores equally, and softmax ignores that), so fp32 leaves rounding

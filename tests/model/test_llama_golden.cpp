@@ -17,6 +17,7 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/model/llama_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 
 namespace {
 
@@ -76,12 +77,13 @@ TEST(LlamaGolden, ParametersAfterThreeAdamwStepsMatchTorch) {
   const llama_golden_fixture g = trainkit::test_golden::load_llama_golden();
   auto m = model_of(g);
   trainkit::optim::adamw_cpu opt(m, g.adamw);
+  trainkit::optim::clip_then_update<trainkit::host_memory> step(g.grad_clip);
   for (int s = 0; s < g.steps; ++s) {
     m.zero_grad();
     const float loss = m.forward_backward(batch_of(g), 1.0f);
     EXPECT_NEAR(loss, g.step_losses[std::size_t(s)], fp32_tolerance * g.step_losses[std::size_t(s)])
         << "step " << s;
-    (void)opt.step(m, g.lr);
+    (void)step(opt, m, g.lr);
   }
   expect_per_tensor(m.config(), m.parameters(), g.params_after_3, "parameter");
 }

@@ -1,6 +1,7 @@
 // Tests for trainkit/optim/adamw_cpu.hpp and grad_clip.hpp: the update against a double-precision
-// reference written here from the AdamW formulas, decay only on flagged tensors, clipping folded
-// into the update, thread-count independence, and resuming from state() bit for bit.
+// reference written here from the AdamW formulas, decay only on flagged tensors, clipping (the
+// caller's threshold, through clip_then_update) folded into the update, thread-count independence,
+// and resuming from state() bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,11 +41,13 @@ namespace {
 // learning rate multiplying the decay term as PyTorch and llm.c do).
 struct reference_adamw {
   to::adamw_config cfg;
+  double max_norm;          // the clipping threshold; 0 = off
   std::vector<bool> decay;  // per element
   std::vector<double> m, v;
   int t = 0;
 
-  reference_adamw(const quadratic_model<>& model, to::adamw_config c) : cfg(c) {
+  reference_adamw(const quadratic_model<>& model, to::adamw_config c, double clip)
+      : cfg(c), max_norm(clip) {
     const std::size_t n = model.num_parameters();
     decay.assign(n, false);
     m.assign(n, 0.0);
@@ -60,7 +63,7 @@ struct reference_adamw {
     double sq = 0;
     for (float g : grad) sq += double(g) * g;
     const double norm = std::sqrt(sq);
-    const double scale = (cfg.grad_clip > 0 && norm > cfg.grad_clip) ? cfg.grad_clip / norm : 1.0;
+    const double scale = (max_norm > 0 && norm > max_norm) ? max_norm / norm : 1.0;
     ++t;
     for (std::size_t i = 0; i < p.size(); ++i) {
       const double g = grad[i] * scale;
@@ -84,6 +87,13 @@ std::vector<float> random_grads(std::size_t n, std::mt19937& rng, float scale) {
 
 void set_grads(quadratic_model<>& model, const std::vector<float>& g) {
   std::copy(g.begin(), g.end(), model.gradients().begin());
+}
+
+// Clipping at `max_norm` (the trainer's default threshold, 1) then the update: what the trainer's
+// reduce::single step does, through the helper for callers without a trainer.
+template <class Optimizer, class Model>
+float clipped_step(Optimizer& opt, Model& model, float lr, double max_norm = 1.0) {
+  return to::clip_then_update<tk::host_memory>(max_norm)(opt, model, lr);
 }
 
 double max_abs_diff(std::span<const float> a, const std::vector<double>& b) {
@@ -116,8 +126,6 @@ TEST(AdamwConfig, ValidateNamesTheBadFieldAndValue) {
       {{.beta2 = NAN}, "beta2"},
       {{.eps = 0.0f}, "eps must be"},
       {{.weight_decay = -0.5f}, "weight_decay must be finite and >= 0: -0.5"},
-      {{.grad_clip = -1.0f}, "grad_clip"},
-      {{.grad_clip = INFINITY}, "grad_clip"},
   };
   for (const auto& c : cases) {
     try {
@@ -134,16 +142,16 @@ TEST(AdamwConfig, ValidateNamesTheBadFieldAndValue) {
 
 TEST(AdamwCpu, MatchesReferenceOverSeveralStepsWithoutClipping) {
   quadratic_model<> model(3);
-  const to::adamw_config cfg{.weight_decay = 0.1f, .grad_clip = 0.0f};
+  const to::adamw_config cfg{.weight_decay = 0.1f};
   to::adamw_cpu opt(model, cfg);
-  reference_adamw ref(model, cfg);
+  reference_adamw ref(model, cfg, 0.0);
   std::vector<double> p(model.parameters().begin(), model.parameters().end());
   std::mt19937 rng(11);
   for (int s = 0; s < 6; ++s) {
     const auto g = random_grads(model.num_parameters(), rng, 1.0f + s);
     set_grads(model, g);
     const double lr = 1e-2 * (s + 1);
-    const float norm = opt.step(model, float(lr));
+    const float norm = clipped_step(opt, model, float(lr), 0.0);
     const double ref_norm = ref.step(p, g, lr);
     EXPECT_NEAR(norm, ref_norm, 1e-6 * ref_norm) << "step " << s;
     EXPECT_LT(max_abs_diff(model.parameters(), p), 2e-6) << "step " << s;
@@ -159,7 +167,7 @@ TEST(AdamwCpu, WeightDecayByDefaultOnlyOnMatrices) {
   const std::vector<float> before(model.parameters().begin(), model.parameters().end());
   model.zero_grad();
   const float lr = 0.1f;
-  EXPECT_EQ(opt.step(model, lr), 0.0f);
+  EXPECT_EQ(clipped_step(opt, model, lr), 0.0f);
   std::vector<bool> covered(before.size(), false);
   int decayed = 0, kept = 0;
   for (const auto& info : model.parameter_layout()) {
@@ -195,7 +203,7 @@ TEST(AdamwCpu, DecayRolesChooseTheDecayedTensors) {
   const std::vector<float> before(model.parameters().begin(), model.parameters().end());
   model.zero_grad();
   const float lr = 0.2f;
-  opt.step(model, lr);
+  clipped_step(opt, model, lr);
   for (const auto& info : model.parameter_layout()) {
     const bool bias = info.name == "b1" || info.name == "b2";
     for (std::size_t i = info.offset; i < info.offset + info.numel(); ++i) {
@@ -209,12 +217,11 @@ TEST(AdamwCpu, DecayRolesChooseTheDecayedTensors) {
 
 TEST(AdamwCpu, ClippingReturnsPreClipNormAndAppliesClippedUpdate) {
   quadratic_model<> model(7);
-  const to::adamw_config cfg{.weight_decay = 0.1f, .grad_clip = 1.0f};
+  const to::adamw_config cfg{.weight_decay = 0.1f};
+  const double max_norm = 1.0;
   to::adamw_cpu opt(model, cfg);
-  reference_adamw clipped(model, cfg);
-  to::adamw_config no_clip_cfg = cfg;
-  no_clip_cfg.grad_clip = 0.0f;
-  reference_adamw unclipped(model, no_clip_cfg);
+  reference_adamw clipped(model, cfg, max_norm);
+  reference_adamw unclipped(model, cfg, 0.0);
   std::vector<double> p(model.parameters().begin(), model.parameters().end());
   std::vector<double> p_unclipped = p;
   std::mt19937 rng(13);
@@ -224,12 +231,12 @@ TEST(AdamwCpu, ClippingReturnsPreClipNormAndAppliesClippedUpdate) {
   for (int s = 0; s < 4; ++s) {
     const auto g = random_grads(model.num_parameters(), rng, scales[s]);
     set_grads(model, g);
-    const float norm = opt.step(model, 0.05f);
+    const float norm = clipped_step(opt, model, 0.05f, max_norm);
     const double ref_norm = clipped.step(p, g, 0.05);
     unclipped.step(p_unclipped, g, 0.05);
     EXPECT_NEAR(norm, ref_norm, 1e-6 * ref_norm) << "step " << s;
     if (scales[s] > 1) {
-      EXPECT_GT(norm, cfg.grad_clip) << "the returned norm is the pre-clip one";
+      EXPECT_GT(norm, max_norm) << "the returned norm is the pre-clip one";
     }
     // Gradients are scaled inside the update, never in place.
     EXPECT_TRUE(std::equal(g.begin(), g.end(), model.gradients().begin())) << "step " << s;
@@ -240,7 +247,7 @@ TEST(AdamwCpu, ClippingReturnsPreClipNormAndAppliesClippedUpdate) {
 }
 
 TEST(AdamwCpu, StateRoundTripResumesBitIdentically) {
-  const to::adamw_config cfg{.weight_decay = 0.1f, .grad_clip = 1.0f};
+  const to::adamw_config cfg{.weight_decay = 0.1f};
   quadratic_model<> uninterrupted(21), resumed(21);
   to::adamw_cpu opt_a(uninterrupted, cfg);
   std::mt19937 rng(17);
@@ -251,7 +258,7 @@ TEST(AdamwCpu, StateRoundTripResumesBitIdentically) {
     to::adamw_cpu opt_b(resumed, cfg);
     for (int s = 0; s < 3; ++s) {
       set_grads(resumed, grads[s]);
-      opt_b.step(resumed, 1e-2f);
+      clipped_step(opt_b, resumed, 1e-2f);
     }
     std::map<std::string, std::vector<std::byte>> saved;
     for (const auto& t : opt_b.state()) saved[t.name].assign(t.data, t.data + t.bytes());
@@ -268,12 +275,12 @@ TEST(AdamwCpu, StateRoundTripResumesBitIdentically) {
     EXPECT_EQ(fresh.steps_taken(), 3u);
     for (int s = 3; s < 6; ++s) {
       set_grads(resumed, grads[s]);
-      fresh.step(resumed, 1e-2f);
+      clipped_step(fresh, resumed, 1e-2f);
     }
   }
   for (int s = 0; s < 6; ++s) {
     set_grads(uninterrupted, grads[s]);
-    opt_a.step(uninterrupted, 1e-2f);
+    clipped_step(opt_a, uninterrupted, 1e-2f);
   }
   const auto a = uninterrupted.parameters();
   const auto b = resumed.parameters();
@@ -301,7 +308,7 @@ TEST(AdamwCpu, StateTensorsDescribeTheMoments) {
 TEST(AdamwCpu, RejectsModelOfAnotherSizeAndBadLayouts) {
   quadratic_model<> small(1, 5), larger(1, 6);
   to::adamw_cpu opt(small, {});
-  EXPECT_THROW(opt.step(larger, 1e-3f), tk::config_error);
+  EXPECT_THROW(clipped_step(opt, larger, 1e-3f), tk::config_error);
 
   quadratic_model<> outside(1);
   outside.set_layout({{"w", {1000, 1000}, 0, tk::tensor_role::matrix}});
@@ -345,13 +352,13 @@ TEST(AdamwCpu, ResultsDoNotDependOnThreadCount) {
   to::adamw_cpu o1(m1, {});
   const auto g = random_grads(m1.num_parameters(), rng, 2.0f);
   set_grads(m1, g);
-  const float n1 = o1.step(m1, 1e-2f);
+  const float n1 = clipped_step(o1, m1, 1e-2f);
   omp_set_num_threads(3);
   const double three = to::global_norm(std::span<const float>(big));
   quadratic_model<> m3(9);
   to::adamw_cpu o3(m3, {});
   set_grads(m3, g);
-  const float n3 = o3.step(m3, 1e-2f);
+  const float n3 = clipped_step(o3, m3, 1e-2f);
   omp_set_num_threads(saved_threads);
   EXPECT_EQ(one, three);
   EXPECT_EQ(n1, n3);

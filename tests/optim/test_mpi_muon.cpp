@@ -62,10 +62,10 @@ run_record train(int rank, int ranks, int micro, Reducer reducer, int steps,
   cfg.schedule.kind = tk::optim::schedule_kind::cosine;
   cfg.schedule.warmup_steps = 2;
   cfg.schedule.max_lr = 3e-3f;
+  cfg.grad_clip = 0.5f;  // small: clipping acts on every step
   tk::optim::muon_config m;
   m.schedule_max_lr = cfg.schedule.max_lr;
   m.weight_decay = 0.01f;
-  m.adamw.grad_clip = 0.5f;  // small: clipping acts on every step
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu, Optimizer,
               Checkpointer, Reducer>
       t(cfg,

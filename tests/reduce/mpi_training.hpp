@@ -105,7 +105,8 @@ run_record train(int rank, int ranks, int micro_batches, Reducer reducer, run_op
   cfg.eval_batches = 5;  // not a multiple of the ranks: rank 0 evaluates one more
   cfg.schedule.kind = tk::optim::schedule_kind::constant;
   cfg.schedule.max_lr = 3e-3f;
-  const tk::optim::adamw_config ac{.grad_clip = 0.5f};  // small: clipping acts on every step
+  cfg.grad_clip = 0.5f;  // small: clipping acts on every step
+  const tk::optim::adamw_config ac{};
   typename Optimizer::config_type optimizer_config(ac);
   if constexpr (std::same_as<typename Optimizer::config_type, tk::optim::zero1_adamw_config>)
     optimizer_config.comm = o.optimizer_comm;

@@ -1,11 +1,11 @@
 // Tests of reduce::mpi_allreduce, run by ctest under mpiexec with 2 ranks (and the trainer tests
 // with 3): buckets of random floats reduce to the sum over ranks, exactly as each rank computes it
 // from every rank's seed; odd-length, split and empty buckets; reductions deferred to finish()
-// give the same bits as overlapped ones; misuse of the protocol throws on
-// every rank alike (no hang); the rank-aware hooks; and a trainer with 2 ranks × 1 micro-batch
-// equals 1 process × 2 micro-batches of gradient accumulation bit for bit over 20 steps (losses,
-// validation losses, norms, weights), to 1e-5 with more micro-batches or ranks, and a stop on one
-// rank stops all after the same step.
+// give the same bits as overlapped ones; the clipping step is the norm of the sum, the same on
+// every rank; misuse of the protocol throws on every rank alike (no hang); the rank-aware hooks;
+// and a trainer with 2 ranks × 1 micro-batch equals 1 process × 2 micro-batches of gradient
+// accumulation bit for bit over 20 steps (losses, validation losses, norms, weights), to 1e-5 with
+// more micro-batches or ranks, and a stop on one rank stops all after the same step.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -32,6 +32,7 @@
 #include "trainkit/data/synthetic_source.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/mpi_allreduce.hpp"
 #include "trainkit/trainer/trainer.hpp"
@@ -107,6 +108,39 @@ TEST(MpiAllreduce, BucketsBecomeTheSumOverRanksComputedFromEveryRanksSeed) {
         ASSERT_NEAR(m.grads[j], sum[j], 1e-6f * std::abs(sum[j]) + 1e-6f) << "element " << j;
     }
   }
+}
+
+// The clipping step after the reduction: every rank holds the summed gradients, so the plain
+// norm over the buckets, the one-process norm of the sum bit for bit with 2 ranks and the same
+// bits on every rank; the factor is max_norm / norm above a positive threshold and exactly 1
+// otherwise.
+TEST(MpiAllreduce, ClipIsTheNormOfTheSummedGradientsOnEveryRank) {
+  tk::reduce::mpi_allreduce r;
+  const int n = r.world_size();
+  bucketed_gradients m = odd_layout(r.rank());
+  tk::host_context ctx;
+  r.attach(m, ctx);
+  for (std::size_t i = 0; i < m.buckets.size(); ++i) r.bucket_ready(i);
+  r.finish();
+  std::vector<float> sum = random_floats(m.grads.size(), seed_of(0));
+  for (int k = 1; k < n; ++k) {
+    const auto other = random_floats(m.grads.size(), seed_of(k));
+    for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += other[j];
+  }
+  const std::span<const float> g(m.grads);
+  const double expect = tk::optim::global_norm(std::span<const float>(sum));
+  const auto clipped = r.clip(g, m.gradient_buckets(), 10.0, ctx);
+  if (n == 2) {
+    EXPECT_TRUE(same_bits(r.norm(), expect)) << r.norm() << " vs " << expect;
+  }
+  EXPECT_NEAR(r.norm(), expect, 1e-6 * expect);
+  EXPECT_EQ(clipped.factor, 10.0 / r.norm()) << "max_norm / norm, no epsilon";
+  EXPECT_LT(clipped.factor, 1.0) << "the test's norm is large enough to clip";
+  EXPECT_EQ(r.clip(g, m.gradient_buckets(), 2 * expect, ctx).factor, 1.0);
+  EXPECT_EQ(r.clip(g, m.gradient_buckets(), 0.0, ctx).factor, 1.0) << "0 = off";
+  double root = r.norm();
+  ASSERT_EQ(MPI_Bcast(&root, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_TRUE(same_bits(root, r.norm())) << "every rank clips by the same factor";
 }
 
 // Reductions started in finish() instead of during backward: the same collectives on the same

@@ -43,8 +43,15 @@ namespace tk = trainkit;
 // The shipped ZeRO-1 pair satisfies its roles (kept here, not in the generic headers, so that
 // they do not pull in a concrete model).
 static_assert(tk::reduce::gradient_reducer_for<tk::reduce::mpi_zero1, tk::model::gpt2_cpu>);
-static_assert(tk::reduce::clips_sharded_gradients<tk::reduce::mpi_zero1, tk::model::gpt2_cpu>);
 static_assert(tk::optim::optimizer_for<tk::optim::zero1_adamw_cpu, tk::model::gpt2_cpu>);
+// ... and is a pair: the reducer delivers the reduce-scattered gradients the optimizer reads, which
+// neither DDP's reducer nor its optimizer does (the trainer refuses the mixed pairs;
+// tests/trainer/mnc/zero1_reducer_*.cpp).
+static_assert(tk::reduce::mpi_zero1::delivered_gradients == tk::gradient_layout::reduce_scattered);
+static_assert(tk::optim::zero1_adamw_cpu::expected_gradients ==
+              tk::gradient_layout::reduce_scattered);
+static_assert(tk::reduce::mpi_allreduce::delivered_gradients == tk::gradient_layout::replicated);
+static_assert(tk::optim::adamw_cpu::expected_gradients == tk::gradient_layout::replicated);
 
 namespace {
 
@@ -119,8 +126,12 @@ TEST(MpiZero1, EachRankReceivesTheSumOfItsShardAndTheShardedNormIsOneProcesssBit
     EXPECT_TRUE(same_bits(r.norm(), expect)) << r.norm() << " vs " << expect;
   }
   EXPECT_NEAR(r.norm(), expect, 1e-6 * expect);
-  EXPECT_DOUBLE_EQ(scale.factor, tk::optim::clip_factor(r.norm(), 10.0));
+  EXPECT_EQ(scale.factor, 10.0 / r.norm()) << "max_norm / norm, no epsilon";
   EXPECT_LT(scale.factor, 1.0) << "the test's norm is large enough to clip";
+  const std::span<const float> g(m.grads);
+  EXPECT_EQ(r.clip(g, m.gradient_buckets(), 2 * expect, ctx).factor, 1.0)
+      << "a threshold above the norm leaves the step unscaled";
+  EXPECT_EQ(r.clip(g, m.gradient_buckets(), 0.0, ctx).factor, 1.0) << "0 = off";
   // Every rank has the same norm.
   double root = r.norm();
   ASSERT_EQ(MPI_Bcast(&root, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), MPI_SUCCESS);
@@ -364,12 +375,14 @@ TEST(MpiZero1Checkpoint, TwoRanksShardsResumeBitForBitOnTwoRanksAndReshardedOnOn
   if (world_rank == 0)
     guarded([&] {
       fs::remove_all(dir / "step_00000010");  // the world's resume saved it
-      // One process, ZeRO-1 over a world of one: its one shard is the whole buffer.
-      const run_record one_zero1 =
-          train<tk::reduce::single, tk::checkpoint::sync_checkpointer, tk::optim::zero1_adamw_cpu>(
-              0, 1, global_micro, tk::reduce::single{},
-              {.steps = 10, .on_step = {}, .ckpt_every = 0, .optimizer_comm = MPI_COMM_SELF},
-              tk::checkpoint::sync_checkpointer({dir, 0}), true);
+      // One process, ZeRO-1 over a world of one: its one shard is the whole buffer (the pair on
+      // MPI_COMM_SELF: reduce::single delivers replicated gradients, which the trainer refuses
+      // to hand a ZeRO-1 optimizer).
+      const run_record one_zero1 = train<tk::reduce::mpi_zero1, tk::checkpoint::sync_checkpointer,
+                                         tk::optim::zero1_adamw_cpu>(
+          0, 1, global_micro, tk::reduce::mpi_zero1(MPI_COMM_SELF),
+          {.steps = 10, .on_step = {}, .ckpt_every = 0, .optimizer_comm = MPI_COMM_SELF},
+          tk::checkpoint::sync_checkpointer({dir, 0}), true);
       // One process with the whole-state AdamW: load_checkpoint reassembles "optim.m" and
       // "optim.v" from the shards.
       fs::remove_all(dir / "step_00000010");

@@ -75,6 +75,26 @@ TEST(TrainerConfigCheck, ReportsEveryProblemByItsFieldPath) {
   }
 }
 
+TEST(TrainerConfigCheck, GradClipIsTheTrainersAndMustBeFiniteAndNonNegative) {
+  tk::trainer_config cfg;
+  EXPECT_EQ(cfg.grad_clip, 1.0f) << "GPT-2 / llm.c's threshold is the default";
+  cfg.grad_clip = 0;  // off
+  EXPECT_TRUE(tk::check(cfg, shape(4, 16)).empty());
+  for (const float bad : {-1.0f, INFINITY, NAN}) {
+    cfg.grad_clip = bad;
+    const auto problems = tk::check(cfg, shape(4, 16));
+    ASSERT_EQ(problems.size(), 1u) << bad;
+    EXPECT_EQ(problems[0].field, "trainer_config.grad_clip");
+    EXPECT_EQ(problems[0].message.rfind(
+                  "trainer_config.grad_clip must be finite and >= 0 (0 = off): ", 0),
+              0u)
+        << problems[0].message;
+  }
+  cfg.grad_clip = -1;
+  EXPECT_EQ(tk::check(cfg, shape(4, 16))[0].message,
+            "trainer_config.grad_clip must be finite and >= 0 (0 = off): -1");
+}
+
 TEST(TrainerConfigCheck, BatchTokensAreCheckedAgainstEveryRank) {
   tk::trainer_config cfg;
   cfg.total_batch_tokens = 128;  // two micro-batches of 4 x 16 on one rank, but not on three

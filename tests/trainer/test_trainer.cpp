@@ -245,11 +245,9 @@ TEST(Trainer, MeasuresAndShowsWhatItsNestedSettingsSay) {
 }
 
 namespace {
-/// A reducer whose finish() blocks like an all-reduce that backward did not hide.
-struct slow_reducer {
-  template <class M, class Context>
-  void attach(M&, Context&) {}
-  void bucket_ready(std::size_t) {}
+/// A reducer whose finish() blocks like an all-reduce that backward did not hide (one process:
+/// single's clipping step).
+struct slow_reducer : tk::reduce::single {
   void finish() { std::this_thread::sleep_for(std::chrono::milliseconds(40)); }
 };
 }  // namespace
@@ -384,11 +382,50 @@ TEST(Trainer, StopRequestSavesAndReturns) {
   EXPECT_EQ(saved.back().step, r.last_step);
 }
 
+// The clipping threshold is trainer_config::grad_clip (the optimizer is not asked): one step on a
+// batch whose gradient norm is above 1 gives other parameters with the default threshold (1) than
+// with clipping off (0), and a threshold above the norm leaves the step exactly unscaled.
+TEST(Trainer, ClippingThresholdIsTheTrainerConfigs) {
+  auto one_step = [](float grad_clip) {
+    auto cfg = quiet_config(1);
+    cfg.grad_clip = grad_clip;
+    synthetic_trainer t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 3),
+                        tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
+    const auto r = t.run();
+    const auto p = t.model().parameters();
+    struct one {
+      double norm, lr;
+      std::vector<float> params;
+    };
+    return one{r.steps.at(0).grad_norm, r.steps.at(0).lr, {p.begin(), p.end()}};
+  };
+  const auto [norm_off, lr, off] = one_step(0.0f);
+  ASSERT_GT(norm_off, 1.0) << "the test needs a step whose norm exceeds the default threshold";
+  const auto [norm_default, lr_default, clipped] = one_step(tk::trainer_config{}.grad_clip);
+  const auto [norm_above, lr_above, above] = one_step(float(2 * norm_off));
+  EXPECT_EQ(norm_default, norm_off) << "the logged norm is the one before clipping";
+  EXPECT_EQ(norm_above, norm_off);
+  EXPECT_NE(clipped, off) << "grad_clip = 1 must scale a step whose norm is " << norm_off;
+  EXPECT_EQ(above, off) << "a threshold above the norm must leave the step unscaled";
+  // The clipped step is the update with factor 1/norm, computed here without a trainer.
+  tk::model::gpt2_cpu m(tiny_model(), 3);
+  tk::optim::adamw_cpu opt(m, tk::optim::adamw_config{});
+  auto src = synthetic();
+  tk::host_batch b;
+  src.next(b);
+  m.zero_grad();
+  (void)m.forward_backward(tk::view_of(b), 1.0f);
+  EXPECT_EQ(tk::optim::clip_then_update<tk::host_memory>(1.0)(opt, m, float(lr)), float(norm_off));
+  const auto want = m.parameters();
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), clipped.begin()));
+}
+
 TEST(Trainer, DivergenceIsAnError) {
   auto cfg = quiet_config(5);
   cfg.schedule.max_lr = 1e30f;  // the first update blows the weights up
+  cfg.grad_clip = 0;
   synthetic_trainer t(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
-                      tk::optim::adamw_config{.grad_clip = 0}, tk::checkpoint::no_checkpoint{});
+                      tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
   EXPECT_THROW(t.run(), tk::error);
 }
 

@@ -2,7 +2,7 @@
 // default).
 //
 // Its settings come from the training command's own flags (--beta1, --beta2, --eps,
-// --weight-decay; --grad-clip while the threshold is adamw_config's), checked by
+// --weight-decay; --grad-clip is the trainer's, trainer_config.grad_clip), checked by
 // adamw_config::validate. On the CPU it is adamw_cpu, and for `--reducer mpi-zero1` (ZeRO-1, where
 // MPI was found) zero1_adamw_cpu; on CUDA adamw_cuda, and for `--reducer nccl-zero1`
 // zero1_adamw_cuda. A family without a sharded form leaves `zero1_optimizer_type` out and the
@@ -32,8 +32,7 @@ struct adamw_family {
 
   /// AdamW settings from the flags, validated (config_error names the bad field).
   static config_type config(const train_options& o, const flags&) {
-    config_type ac{float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay),
-                   float(o.grad_clip)};
+    config_type ac{float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay)};
     ac.validate();
     return ac;
   }

@@ -269,6 +269,7 @@ inline trainkit::trainer_config make_trainer_config(const train_options& o) {
   tc.schedule.max_lr = float(o.lr);
   tc.schedule.warmup_steps = o.warmup;
   tc.schedule.final_lr_frac = float(o.final_lr_frac);
+  tc.grad_clip = float(o.grad_clip);
   tc.eval_every = o.eval_every;
   tc.eval_batches = o.eval_batches;
   tc.ckpt_every = o.ckpt_every;

@@ -15,13 +15,14 @@
 namespace trainkit::optim {
 
 /// AdamW hyper-parameters (GPT-3 paper / llm.c defaults). The learning rate is not here: it
-/// changes every step and comes from the schedule through `step(model, lr)`.
+/// changes every step and comes from the schedule through `update(model, lr, clip, ctx)`. Nor is
+/// the gradient-clipping threshold: it is the trainer's (trainer_config::grad_clip), and the
+/// optimizer receives only the factor.
 struct adamw_config {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;  // decoupled; only on tensors whose role is in decay_roles
-  float grad_clip = 1.0f;     // max global gradient norm; 0 = off
   // llm.c's rule (it decays the 2-D tensors): matrices and both embeddings (wte and wpe), not
   // biases or LayerNorm parameters; an untied output head (Llama's lm_head) is 2-D too.
   tensor_role_set decay_roles{tensor_role::embedding, tensor_role::matrix, tensor_role::head};
@@ -41,18 +42,15 @@ struct adamw_config {
     if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay))
       throw config_error("adamw_config: weight_decay must be finite and >= 0: " +
                          number_text(weight_decay));
-    if (!(grad_clip >= 0.0f) || !std::isfinite(grad_clip))
-      throw config_error("adamw_config: grad_clip must be finite and >= 0 (0 = off): " +
-                         number_text(grad_clip));
   }
 
-  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 grad_clip=1
-  /// decay_roles=embedding,matrix,head" for logs and manifests.
+  /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 decay_roles=embedding,matrix,head" for
+  /// logs.
   std::string to_string() const {
     using detail::number_text;
     return "beta1=" + number_text(beta1) + " beta2=" + number_text(beta2) +
            " eps=" + number_text(eps) + " weight_decay=" + number_text(weight_decay) +
-           " grad_clip=" + number_text(grad_clip) + " decay_roles=" + decay_roles.to_string();
+           " decay_roles=" + decay_roles.to_string();
   }
 };
 

@@ -4,8 +4,9 @@
 // moments with bias correction and *decoupled* weight decay (Loshchilov & Hutter 2019), applied
 // only to tensors whose role is in `adamw_config::decay_roles`; by default (llm.c's rule) the
 // matrices and both embeddings, wte and wpe, decay and biases and LayerNorm parameters do not. The
-// trainer's clipping step (grad_clip.hpp) hands `update` the clipping factor, which is folded into
-// the same pass as a scale on the gradient, so gradients are read once and never modified. The
+// clipping step (the reducer's, at the trainer's threshold; optim/grad_clip.hpp) hands `update`
+// the clipping factor, which is folded into the same pass as a scale on the gradient, so gradients
+// are read once and never modified; the optimizer knows no threshold and no norm. The
 // update is elementwise, so its OpenMP split cannot change results. Moments, update and state
 // layout follow llm.c, so checkpoints of the CPU and CUDA optimizers hold the same tensors.
 #pragma once
@@ -21,6 +22,7 @@
 
 #include <Eigen/Core>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -29,7 +31,6 @@
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/clip_scale.hpp"
 #include "trainkit/optim/decay_segments.hpp"
-#include "trainkit/optim/grad_clip.hpp"
 
 namespace trainkit::optim {
 
@@ -43,6 +44,7 @@ class basic_adamw_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
   using config_type = adamw_config;
+  static constexpr gradient_layout expected_gradients = gradient_layout::replicated;
 
   /// Allocates zeroed moments for `model.num_parameters()` elements and records which ranges get
   /// weight decay. Throws config_error for a bad config or a layout that leaves the buffer.
@@ -56,22 +58,6 @@ class basic_adamw_cpu {
     config_.validate();
     segments_ = decay_segments(layout_, m_.size(), config_.decay_roles, "adamw_cpu");
   }
-
-  /// Clipping by global norm at `config().grad_clip`, then `update`: what the trainer does, for
-  /// callers without one (tests, benchmarks). Returns the global gradient norm before clipping.
-  template <model::parameter_holder M>
-  requires std::same_as<typename M::memory_space, host_memory> &&
-      std::same_as<typename M::parameter_type, Scalar>
-  float step(M& model, float lr) {
-    check_sizes(model);
-    const double norm = global_norm(std::span<const Scalar>(model.gradients()));
-    host_context ctx;
-    update(model, lr, {clip_factor(norm, config_.grad_clip)}, ctx);
-    return static_cast<float>(norm);
-  }
-
-  /// The threshold the trainer's clipping step uses (adamw_config::grad_clip; 0 = off).
-  double max_grad_norm() const noexcept { return config_.grad_clip; }
 
   /// One AdamW update at learning rate `lr` from the model's gradients times `clip.factor`.
   template <model::parameter_holder M>

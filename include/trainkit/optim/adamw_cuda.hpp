@@ -10,10 +10,11 @@
 // because it makes runs depend on the seed).
 //
 // In the trainer, `update` is one launch on the execution context's stream: the fused update,
-// reading the clipping factor the trainer's clipping step (device_grad_clip.hpp) left in device
-// memory — no host synchronisation. `step` is the same for callers without a trainer: clipping
-// and the update on the optimizer's own stream, then one synchronisation to return the norm.
-// Kernels: optim/cuda/adamw.cuh. Needs nvcc; link trainkit::cuda.
+// reading the clipping factor the reducer's clipping step (device_grad_clip.hpp, at the trainer's
+// threshold) left in device memory — no host synchronisation; the optimizer knows no threshold and
+// no norm. Callers without a trainer clip and update with optim::clip_then_update<device_memory>
+// (grad_clip.hpp; its device step comes with this header). Kernels: optim/cuda/adamw.cuh. Needs
+// nvcc; link trainkit::cuda.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
@@ -131,6 +133,7 @@ class adamw_cuda {
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
   using config_type = adamw_cuda_config;
+  static constexpr gradient_layout expected_gradients = gradient_layout::replicated;
 
   /// fp32 master weights from the model's bf16 parameters, zeroed moments, the decay segments of
   /// its layout. Throws config_error (bad config, a layout that leaves the buffer or needs more
@@ -150,11 +153,6 @@ class adamw_cuda {
     master_ = cuda::device_buffer<float>(n_);
     m_ = cuda::device_buffer<float>(n_);
     v_ = cuda::device_buffer<float>(n_);
-    sum_sq_ = cuda::device_buffer<double>(1);
-    norm_and_scale_ = cuda::device_buffer<float>(2);
-    host_norm_ = cuda::pinned_buffer<float>(2);
-    temp_bytes_ = kernels::sum_of_squares_temp_bytes(n_);
-    temp_ = cuda::device_buffer<std::byte>(std::max<std::size_t>(temp_bytes_, 1));
     m_.fill_bytes_async(0, stream_);
     v_.fill_bytes_async(0, stream_);
     // parameters() is not const in the Model concept; it is only read here.
@@ -166,26 +164,7 @@ class adamw_cuda {
   adamw_cuda(const adamw_cuda&) = delete;
   adamw_cuda& operator=(const adamw_cuda&) = delete;
 
-  /// Clipping at `config().grad_clip` and the update on the optimizer's own stream, for callers
-  /// without a trainer (tests, benchmarks); returns the global gradient norm before clipping. The
-  /// model must have finished writing its gradients. Returns with the update finished.
-  template <bf16_device_model M>
-  float step(M& model, float lr) {
-    check_sizes(model);
-    const cudaStream_t s = stream_.get();
-    const bf16_t* g = as_device(model.gradients().data());
-    kernels::sum_of_squares(sum_sq_.data(), g, n_, temp_.data(), temp_bytes_, s);
-    kernels::clip_factor(norm_and_scale_.data(), sum_sq_.data(), double(config_.grad_clip), s);
-    launch_update(model, lr, norm_and_scale_.data(), s);
-    cuda::copy_to_host_async(host_norm_.span(), norm_and_scale_.data(), s);
-    stream_.synchronize();
-    return host_norm_[0];
-  }
-
-  /// The threshold the trainer's clipping step uses (adamw_config::grad_clip; 0 = off).
-  double max_grad_norm() const noexcept { return config_.grad_clip; }
-
-  /// The trainer's update: enqueued on the context's stream after the clipping step that wrote
+  /// One update, enqueued on the context's stream after the clipping step that wrote
   /// `clip.norm_and_factor` there; no host synchronisation.
   template <bf16_device_model M>
   void update(M& model, float lr, const clip_scale<device_memory>& clip,
@@ -276,11 +255,6 @@ class adamw_cuda {
   cuda::device_buffer<float> master_;          // (N,) fp32 master weights
   cuda::device_buffer<float> m_;               // (N,) first moment
   cuda::device_buffer<float> v_;               // (N,) second moment
-  cuda::device_buffer<double> sum_sq_;         // (1,) Σ g²
-  cuda::device_buffer<float> norm_and_scale_;  // (2,) norm, clipping factor
-  cuda::pinned_buffer<float> host_norm_;       // (2,)
-  cuda::device_buffer<std::byte> temp_;        // CUB temporary storage
-  std::size_t temp_bytes_ = 0;
   std::uint64_t step_ = 0;
 };
 

@@ -1,5 +1,7 @@
-// trainkit/optim/device_grad_clip.hpp — the trainer's clipping step for bf16 models in device
-// memory: global norm over the gradient buckets and the clipping factor, without a host round trip.
+// trainkit/optim/device_grad_clip.hpp — the clipping step for bf16 models in device memory whose
+// gradients are whole on every rank (reduce::single, reduce::nccl_allreduce; the threshold is the
+// trainer's): global norm over the gradient buckets and the clipping factor, without a host round
+// trip. Also the device half of optim::clip_then_update (grad_clip.hpp).
 //
 // Two launches on the execution context's stream: CUB's sum of squares in double over the
 // gradients the buckets cover, and a one-thread kernel writing {‖g‖, factor} to device memory

@@ -6,8 +6,11 @@
 // a run that resumes on a machine with a different core count computes the same norm bit for bit.
 // The chunk grid is fixed by element index in the flat buffer, so partial sums over a part of the
 // buffer (one rank's shard) combine, in chunk order, into the sum one process computes.
-// `host_grad_clip` is the trainer's clipping step for host models: it sums over the gradient
+// `host_grad_clip` is the clipping step of the reducers that leave every rank the whole summed
+// gradients (reduce::single, reduce::mpi_allreduce) for host models: it sums over the gradient
 // buckets and hands the factor to the optimizer's update (no extra pass over the gradients).
+// `clip_then_update` is the same step followed by an optimizer's update, for callers without a
+// trainer (tests, benchmarks); the threshold is always the caller's, never the optimizer's.
 #pragma once
 
 #include <algorithm>
@@ -131,8 +134,9 @@ inline double clip_factor(double norm, double max_norm) noexcept {
   return 1.0;
 }
 
-/// The trainer's clipping step for host models: the global norm over the gradient buckets and the
-/// factor the optimizer's update multiplies the gradients by. `norm()` is the last norm computed.
+/// The clipping step for host models whose gradients are whole on every rank: the global norm over
+/// the gradient buckets and the factor the optimizer's update multiplies the gradients by.
+/// `norm()` is the last norm computed.
 class host_grad_clip {
  public:
   template <class T>
@@ -165,5 +169,36 @@ struct grad_clip_of<host_memory> {
 
 template <class Space>
 using grad_clip_t = typename grad_clip_of<Space>::type;
+
+/// Clipping by global norm at `max_norm` (0 = off) over the whole gradient buffer, then an
+/// optimizer's update: what the trainer does with reduce::single, for callers without a trainer
+/// (tests, benchmarks). For a device model include optim/device_grad_clip.hpp; the update is
+/// enqueued on this object's own context, after the clipping step, and the call returns once both
+/// are done. `operator()` returns the norm before clipping.
+template <class Space>
+class clip_then_update {
+ public:
+  explicit clip_then_update(double max_norm) : max_norm_(max_norm) {}
+
+  template <class Optimizer, class Model>
+  float operator()(Optimizer& optimizer, Model& model, float lr) {
+    using T = typename Model::parameter_type;
+    const std::span<const T> grads(model.gradients());
+    const model::gradient_bucket all{"all", {{0, grads.size()}}};
+    const auto scale =
+        clip_(grads, std::span<const model::gradient_bucket>(&all, 1), max_norm_, ctx_);
+    optimizer.update(model, lr, scale, ctx_);
+    ctx_.synchronize();
+    return static_cast<float>(clip_.norm());
+  }
+
+  double max_norm() const noexcept { return max_norm_; }
+  execution_context_t<Space>& context() noexcept { return ctx_; }
+
+ private:
+  double max_norm_;
+  execution_context_t<Space> ctx_;
+  grad_clip_t<Space> clip_;
+};
 
 }  // namespace trainkit::optim

@@ -49,6 +49,7 @@
 #include <omp.h>
 #endif
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
@@ -123,6 +124,7 @@ class basic_muon_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
   using config_type = muon_config;
+  static constexpr gradient_layout expected_gradients = gradient_layout::replicated;
 
   /// Finds the matrices (by role), zeroes the momentum and AdamW's moments. Throws config_error
   /// for a bad config or layout.
@@ -163,9 +165,6 @@ class basic_muon_cpu {
         owned_.last < matrices_.size() ? matrices_[owned_.last].state_offset : total_state_;
     momentum_.assign(state_end - state_begin_, Scalar(0));
   }
-
-  /// The threshold the trainer's clipping step uses: AdamW's (adamw_config::grad_clip).
-  double max_grad_norm() const noexcept { return config_.adamw.grad_clip; }
 
   /// One step: AdamW over the other elements at rate `lr`, Muon over the matrices at rate
   /// lr · muon lr / schedule_max_lr, both from the gradients times `clip.factor`.

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
@@ -85,6 +86,7 @@ class muon_cuda {
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
   using config_type = muon_config;
+  static constexpr gradient_layout expected_gradients = gradient_layout::replicated;
 
   /// Finds the matrices (by role), groups them by shape, takes fp32 master weights from the
   /// model's bf16 parameters, zeroes momentum and AdamW's moments, and warms up the Newton–Schulz
@@ -130,10 +132,6 @@ class muon_cuda {
   muon_cuda& operator=(muon_cuda&&) noexcept = default;
   muon_cuda(const muon_cuda&) = delete;
   muon_cuda& operator=(const muon_cuda&) = delete;
-
-  /// The threshold the trainer's clipping step uses: AdamW's (adamw_config::grad_clip), as
-  /// muon_cpu. The one place this class reads a clipping setting.
-  double max_grad_norm() const noexcept { return config_.adamw.grad_clip; }
 
   /// One step, enqueued on the context's stream after the clipping step that wrote
   /// `clip.norm_and_factor` there: AdamW at rate `lr` over the other elements, Muon at

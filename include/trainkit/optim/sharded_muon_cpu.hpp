@@ -13,9 +13,10 @@
 //
 // It reads full summed gradients, so it pairs with an all-reduce (reduce::mpi_allreduce), not with
 // a reducer that leaves each rank a shard of the gradients (ZeRO-1): its state is sharded, its
-// gradients are not. Each matrix is computed by one rank with muon_cpu's own code on one thread,
-// and AdamW is elementwise, so every rank ends each step with the parameters one process computes,
-// bit for bit, whatever the number of ranks.
+// gradients are not (expected_gradients is gradient_layout::replicated, which the trainer checks
+// against the reducer at compile time). Each matrix is computed by one rank with muon_cpu's own
+// code on one thread, and AdamW is elementwise, so every rank ends each step with the parameters
+// one process computes, bit for bit, whatever the number of ranks.
 #pragma once
 
 #include <mpi.h>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
@@ -59,6 +61,8 @@ class basic_sharded_muon_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
   using config_type = sharded_muon_config;
+  /// Its state is sharded, its gradients are not: every rank reads all of them (an all-reduce).
+  static constexpr gradient_layout expected_gradients = gradient_layout::replicated;
 
   /// This rank's share of the matrices and its momentum, AdamW's moments whole. Throws
   /// config_error for a bad config or layout, or matrices too many for MPI's int counts.
@@ -80,8 +84,6 @@ class basic_sharded_muon_cpu {
     }
     gathered_.resize(inner_.momentum_elements());
   }
-
-  double max_grad_norm() const noexcept { return inner_.max_grad_norm(); }
 
   /// muon_cpu's update of AdamW's half and of this rank's matrices, then every rank's matrices
   /// gathered into every rank's parameters. Collective.

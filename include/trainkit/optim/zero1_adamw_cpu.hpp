@@ -10,7 +10,9 @@
 // bits one process computes for those elements, and after the gather every rank holds exactly
 // one process's parameters.
 //
-// Pair it with reduce::mpi_zero1 on the same communicator: both cut the buffer with zero1_shard.
+// Pair it with reduce::mpi_zero1 on the same communicator: both cut the buffer with zero1_shard,
+// and the trainer refuses any reducer that does not deliver reduce-scattered gradients
+// (expected_gradients; comm/gradient_layout.hpp).
 // The gather is blocking and counted in the optimizer phase; it does not overlap the next
 // forward.
 #pragma once
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
@@ -73,6 +76,8 @@ class basic_zero1_adamw_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
   using config_type = zero1_adamw_config;
+  /// It updates its shard from the sums reduce::mpi_zero1 leaves there; nothing else is summed.
+  static constexpr gradient_layout expected_gradients = gradient_layout::reduce_scattered;
 
   /// Zeroed moments for this rank's shard of `model.num_parameters()` elements. Throws
   /// config_error for a bad config or a buffer too large for MPI's int counts.
@@ -94,8 +99,6 @@ class basic_zero1_adamw_cpu {
       displs_.push_back(int(s.offset));
     }
   }
-
-  double max_grad_norm() const noexcept { return inner_.max_grad_norm(); }
 
   /// AdamW over this rank's shard from its summed gradients times `clip.factor`, then every
   /// rank's shard gathered into the parameters. Collective.

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/nccl_check.hpp"
 #include "trainkit/comm/nccl_communicator.hpp"
 #include "trainkit/comm/nccl_group.hpp"
@@ -71,6 +72,8 @@ class zero1_adamw_cuda {
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
   using config_type = zero1_adamw_cuda_config;
+  /// It updates its shard from the sums reduce::nccl_zero1 leaves there; nothing else is summed.
+  static constexpr gradient_layout expected_gradients = gradient_layout::reduce_scattered;
 
   /// fp32 master weights of this rank's shard from the model's bf16 parameters, zeroed moments of
   /// the shard, the segment table of the layout clipped to it. Throws config_error (no
@@ -101,9 +104,6 @@ class zero1_adamw_cuda {
   zero1_adamw_cuda& operator=(zero1_adamw_cuda&&) noexcept = default;
   zero1_adamw_cuda(const zero1_adamw_cuda&) = delete;
   zero1_adamw_cuda& operator=(const zero1_adamw_cuda&) = delete;
-
-  /// The threshold the reducer's clipping step uses (adamw_config::grad_clip; 0 = off).
-  double max_grad_norm() const noexcept { return config_.grad_clip; }
 
   /// AdamW over this rank's shard from its summed gradients times the device factor
   /// `clip.norm_and_factor[1]`, then every rank's shard broadcast into every rank's parameters.

@@ -1,17 +1,26 @@
 // trainkit/reduce/concepts.hpp — the GradientReducer role, the sixth policy.
 //
 // With one process there is nothing to reduce (`reduce::single`). With many ranks the reducer
-// averages every gradient bucket across them, starting on a bucket as soon as the model publishes
-// it during the last micro-step's backward (core/step_protocol.hpp), so communication overlaps
-// the rest of backward. `finish` is the point after which the clipping step and the optimizer may
-// read the gradients: on a device it makes the compute stream wait for the reductions (an event,
-// not a host synchronisation).
+// sums every gradient bucket across them, starting on a bucket as soon as the model publishes it
+// during the last micro-step's backward (core/step_protocol.hpp), so communication overlaps the
+// rest of backward. `finish` is the point after which the clipping step and the optimizer may read
+// the gradients: on a device it makes the compute stream wait for the reductions (an event, not a
+// host synchronisation).
+//
+// The reducer is also the clipping step, for every reducer: only it knows which part of the buffer
+// holds sums (all of it after an all-reduce, this rank's shard after a reduce-scatter) and how the
+// ranks' partial sums of squares combine into the one-process norm. The trainer gives it the
+// threshold (trainer_config::grad_clip) and hands the factor it returns to the optimizer. And it
+// says which gradient layout it delivers (comm/gradient_layout.hpp), which the trainer compares
+// with the optimizer's at compile time.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/concepts.hpp"
@@ -25,13 +34,31 @@ namespace trainkit::reduce {
 ///  - `bucket_ready(i)`: bucket i of `model.gradient_buckets()` is final (enqueued, on a device):
 ///    start reducing it;
 ///  - `finish()`: after the last micro-step; every bucket's reduction is complete, or ordered
-///    before later work on the context.
+///    before later work on the context;
+///  - `delivered_gradients`, a static constexpr trainkit::gradient_layout: what the gradient buffer
+///    holds after `finish()` — `replicated` (single, the all-reduces) or `reduce_scattered` (the
+///    ZeRO-1 reducers); the optimizer's `expected_gradients` must be the same;
+///  - `clip(gradients, buckets, max_norm, ctx)`: the clipping step, after `finish()`; collective.
+///    The global L2 norm of the summed gradients and the factor the optimizer's update multiplies
+///    them by: max_norm / norm when norm > max_norm > 0 (and the norm is finite), else 1
+///    (optim::clip_factor). A replicated layout takes the plain norm over the buckets
+///    (optim::host_grad_clip / device_grad_clip); a reduce-scattered one adds every rank's partial
+///    sums of squares of its shard's norm chunks, in chunk order;
+///  - `norm()`: the norm before clipping of the last `clip`, the same on every rank (on a device:
+///    valid once the context has been synchronised).
 template <class R, class M>
 concept gradient_reducer_for = model::model<M> &&
-    requires(R r, M& m, execution_context_t<typename M::memory_space>& ctx, std::size_t bucket) {
+    requires(R r, const R cr, M& m, execution_context_t<typename M::memory_space>& ctx,
+             std::size_t bucket, std::span<const typename M::parameter_type> grads,
+             std::span<const model::gradient_bucket> buckets, double max_norm) {
   { r.attach(m, ctx) } -> std::same_as<void>;
   { r.bucket_ready(bucket) } -> std::same_as<void>;
   { r.finish() } -> std::same_as<void>;
+  requires std::same_as<std::remove_cv_t<decltype(R::delivered_gradients)>, gradient_layout>;
+  {
+    r.clip(grads, buckets, max_norm, ctx)
+    } -> std::same_as<optim::clip_scale<typename M::memory_space>>;
+  { cr.norm() } -> std::convertible_to<double>;
 };
 
 /// What the trainer asks of the ranks besides gradients: who it is, and the few scalars every rank
@@ -51,24 +78,6 @@ concept rank_aware = requires(R r, const R cr, std::span<double> values, double 
   { r.sum(values) } -> std::same_as<void>;
   { r.average(x) } -> std::same_as<double>;
   { r.any(flag) } -> std::same_as<bool>;
-};
-
-/// A reducer that leaves each rank only its shard of the summed gradients (ZeRO) is the clipping
-/// step too: only it knows which part of the buffer holds sums and how the shards' partial sums
-/// of squares combine into the one-process norm. The trainer then calls it instead of its own
-/// clipping step (optim/grad_clip.hpp). Requires, for a model M:
-///  - `clip(gradients, buckets, max_norm, ctx)`: collective; the global norm of the summed
-///    gradients and the factor the optimizer's update multiplies them by (1 when max_norm is 0);
-///  - `norm()`: the norm before clipping of the last call, the same on every rank.
-template <class R, class M>
-concept clips_sharded_gradients = gradient_reducer_for<R, M> &&
-    requires(R r, const R cr, std::span<const typename M::parameter_type> grads,
-             std::span<const model::gradient_bucket> buckets, double max_norm,
-             execution_context_t<typename M::memory_space>& ctx) {
-  {
-    r.clip(grads, buckets, max_norm, ctx)
-    } -> std::same_as<optim::clip_scale<typename M::memory_space>>;
-  { cr.norm() } -> std::convertible_to<double>;
 };
 
 }  // namespace trainkit::reduce

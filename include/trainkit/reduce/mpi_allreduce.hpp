@@ -10,7 +10,9 @@
 // here as well would count the ranks twice). With 2 ranks and one micro-batch each that is bit
 // for bit one process's gradient; docs/distributed.md says why and when it is not.
 //
-// It is also `rank_aware` (reduce/concepts.hpp): the trainer averages the loss, sums the
+// Every rank then holds the whole summed gradients (gradient_layout::replicated), so its clipping
+// step is the plain global norm over the buckets (optim::host_grad_clip), computed alike on every
+// rank. It is also `rank_aware` (reduce/concepts.hpp): the trainer averages the loss, sums the
 // validation losses and agrees on stopping through it, on the same communicator.
 //
 // Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
@@ -31,11 +33,15 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
+#include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit::reduce {
@@ -46,6 +52,9 @@ enum class bucket_timing { with_backward, after_backward };
 
 class mpi_allreduce {
  public:
+  /// After finish() every element holds the sum over ranks.
+  static constexpr gradient_layout delivered_gradients = gradient_layout::replicated;
+
   /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (comm/mpi_communicator.hpp), so a
   /// failed collective throws instead of aborting. MPI must be initialised (comm::mpi_session).
   explicit mpi_allreduce(MPI_Comm comm = MPI_COMM_WORLD,
@@ -65,7 +74,8 @@ class mpi_allreduce {
         ready_(std::move(other.ready_)),
         requests_(std::move(other.requests_)),
         timing_(other.timing_),
-        deferred_(std::move(other.deferred_)) {}
+        deferred_(std::move(other.deferred_)),
+        clip_(std::move(other.clip_)) {}
   mpi_allreduce& operator=(mpi_allreduce&&) = delete;
 
   ~mpi_allreduce() {
@@ -147,6 +157,18 @@ class mpi_allreduce {
                          "' was not published before finish()");
   }
 
+  /// The clipping step (gradient_reducer_for): every rank holds the summed gradients, so the plain
+  /// global norm over the buckets, the same bits on every rank (and one process's).
+  template <class T>
+  optim::clip_scale<host_memory> clip(std::span<const T> grads,
+                                      std::span<const model::gradient_bucket> buckets,
+                                      double max_norm, host_context& ctx) {
+    return clip_(grads, buckets, max_norm, ctx);
+  }
+
+  /// The norm before clipping of the last clip().
+  double norm() const noexcept { return clip_.norm(); }
+
   /// Element-wise sum over ranks, in place (MPI_Allreduce).
   void sum(std::span<double> values) { comm_.sum(values); }
   /// The mean over ranks, summed in rank order: the same bits on every rank.
@@ -180,6 +202,7 @@ class mpi_allreduce {
   std::vector<MPI_Request> requests_;            // in flight this step
   bucket_timing timing_ = bucket_timing::with_backward;
   std::vector<std::size_t> deferred_;  // after_backward: published, not yet started
+  optim::host_grad_clip clip_;         // the clipping step over the summed buckets
 };
 
 static_assert(rank_aware<mpi_allreduce>);

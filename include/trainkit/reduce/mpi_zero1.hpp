@@ -14,12 +14,14 @@
 // With the gradients sharded, the global norm must be too: each rank sums the squares of the
 // norm chunks of its shard (the shard's ends lie on the chunk grid), the partial sums are
 // all-gathered, and every rank adds all of them in chunk order, which is what one process's
-// `sum_of_squares` does: the same norm bit for bit, on every rank. The trainer calls `clip`
-// instead of its own clipping step (reduce::clips_sharded_gradients).
+// `sum_of_squares` does: the same norm bit for bit, on every rank. That is its `clip`, the
+// clipping step the trainer calls (at trainer_config::grad_clip) as it does every reducer's.
 //
 // Like mpi_allreduce it only sums (the trainer scales micro-steps by 1/(micro-batches × ranks))
 // and is rank_aware on the same communicator. Use it with optim::zero1_adamw_cpu on the same
-// communicator: both cut the buffer with optim::zero1_shard.
+// communicator: both cut the buffer with optim::zero1_shard. It delivers reduce-scattered
+// gradients (comm/gradient_layout.hpp), so the trainer refuses it under an optimizer that reads
+// the whole buffer (adamw_cpu, muon_cpu, sharded_muon_cpu).
 #pragma once
 
 #include <mpi.h>
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/comm/mpi_communicator.hpp"
 #include "trainkit/core/error.hpp"
@@ -51,6 +54,9 @@ namespace trainkit::reduce {
 
 class mpi_zero1 {
  public:
+  /// After finish() only this rank's shard holds sums: the ZeRO-1 optimizers' layout.
+  static constexpr gradient_layout delivered_gradients = gradient_layout::reduce_scattered;
+
   /// Works on a duplicate of `comm` with MPI_ERRORS_RETURN (comm/mpi_communicator.hpp). MPI
   /// must be initialised (comm::mpi_session).
   explicit mpi_zero1(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
@@ -156,7 +162,7 @@ class mpi_zero1 {
       std::memcpy(base_ + shard_.offset * element_size_, received_.data(), received_.size());
   }
 
-  /// The clipping step (clips_sharded_gradients): the global norm of the summed gradients from
+  /// The clipping step (gradient_reducer_for): the global norm of the summed gradients from
   /// every rank's partial sums of its shard's norm chunks, added in chunk order as one process
   /// adds them. `grads` is the attached model's buffer; the buckets tile it (the model's
   /// contract), so the chunk grid over the whole buffer is the one the trainer's own step uses.

@@ -6,7 +6,9 @@
 // stream wait on it and enqueues an in-place ncclAllReduce (sum, bf16) on each of the bucket's
 // ranges — so layer L's reduction runs on the network while backward computes layer L-1.
 // `finish` records an event on the communication stream and makes the compute stream wait on it:
-// the clipping step and the optimizer see the reduced gradients, and the host never waits. A sum
+// the clipping step (optim::device_grad_clip over the summed buckets, on the compute stream: every
+// rank holds them whole, gradient_layout::replicated) and the optimizer see the reduced
+// gradients, and the host never waits. A sum
 // is the whole reduction because the trainer scales each micro-step by 1/(micro-batches × ranks)
 // (docs/distributed.md). The rank-aware hooks (reduce/concepts.hpp: the loss, the validation loss
 // and the stop consensus) are small NCCL collectives on the communication stream with a host wait,
@@ -15,7 +17,8 @@
 // The communicator is a comm::nccl_communicator (comm/nccl_communicator.hpp: `single()` for one
 // GPU, or comm/nccl_mpi.hpp's `nccl_communicator_from_mpi`); the streams, events and publication
 // bookkeeping are comm::nccl_bucket_stream's, shared with nccl_zero1; each bucket's collectives
-// are one NCCL group (comm::nccl_group), closed even when a check inside it throws.
+// are one NCCL group (comm::nccl_group), closed even when a check inside it throws. Needs nvcc
+// (its clipping step, optim/device_grad_clip.hpp, runs CUB); link trainkit::nccl.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/nccl_bucket_stream.hpp"
 #include "trainkit/comm/nccl_check.hpp"
 #include "trainkit/comm/nccl_communicator.hpp"
@@ -40,6 +44,8 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
+#include "trainkit/optim/clip_scale.hpp"
+#include "trainkit/optim/device_grad_clip.hpp"
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit::reduce {
@@ -59,6 +65,8 @@ class nccl_allreduce {
 
   int rank() const noexcept { return comm_->rank(); }
   int world_size() const noexcept { return comm_->world_size(); }
+  /// After finish() every element holds the sum over ranks.
+  static constexpr gradient_layout delivered_gradients = gradient_layout::replicated;
 
   /// The rank-aware hooks (comm/nccl_scalars.hpp): collective, each waits on the host.
   void sum(std::span<double> values) { scalars_.sum(comm_->get(), streams_.stream(), values); }
@@ -111,9 +119,21 @@ class nccl_allreduce {
   /// config_error if a bucket was not published this step.
   void finish() { streams_.finish(comm_->get()); }
 
+  /// The clipping step (gradient_reducer_for), on the context's stream after finish(): the plain
+  /// global norm of the summed gradients over the buckets, {norm, factor} into device memory.
+  optim::clip_scale<device_memory> clip(std::span<const trainkit::bf16> grads,
+                                        std::span<const gradient_bucket> buckets, double max_norm,
+                                        cuda::execution_context& ctx) {
+    return clip_(grads, buckets, max_norm, ctx);
+  }
+
+  /// The norm before clipping of the last clip(): valid once its context has been synchronised.
+  double norm() const noexcept { return clip_.norm(); }
+
  private:
   const comm::nccl_communicator* comm_;
   trainkit::bf16* base_ = nullptr;        // gradients() of the attached model, device memory
+  optim::device_grad_clip clip_;          // the clipping step over the summed buckets
   std::vector<gradient_bucket> buckets_;  // copied: publication order, ranges
   comm::nccl_bucket_stream streams_{"nccl_allreduce"};
   comm::nccl_scalars scalars_;  // the rank-aware hooks

@@ -14,8 +14,8 @@
 // stream wait for the communication stream (an event). The other half, the all-gather of the
 // updated parameters, is optim/zero1_adamw_cuda.hpp's, on the same communicator.
 //
-// The clipping step (reduce::clips_sharded_gradients; the trainer's own would read unreduced
-// gradients): each rank writes the partial sums of squares of its shard's norm chunks
+// The clipping step (`clip`, at the trainer's threshold; the plain norm over the buckets would read
+// unreduced gradients): each rank writes the partial sums of squares of its shard's norm chunks
 // (reduce/cuda/zero1_norm.cuh) into its slots of a zeroed array of one double per chunk of the
 // whole buffer; one ncclAllReduce (sum, fp64) gives every rank every partial (each slot has one
 // non-zero addend, so the sum is exact whatever NCCL's order); one block adds them in a fixed
@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/nccl_bucket_stream.hpp"
 #include "trainkit/comm/nccl_check.hpp"
 #include "trainkit/comm/nccl_communicator.hpp"
@@ -90,6 +91,8 @@ class nccl_zero1 {
 
   int rank() const noexcept { return comm_->rank(); }
   int world_size() const noexcept { return comm_->world_size(); }
+  /// After finish() only this rank's shard holds sums: the ZeRO-1 optimizers' layout.
+  static constexpr gradient_layout delivered_gradients = gradient_layout::reduce_scattered;
 
   /// The rank-aware hooks (comm/nccl_scalars.hpp): collective, each waits on the host.
   void sum(std::span<double> values) { scalars_.sum(comm_->get(), streams_.stream(), values); }
@@ -164,7 +167,7 @@ class nccl_zero1 {
   /// config_error if a bucket was not published this step.
   void finish() { streams_.finish(comm_->get()); }
 
-  /// The clipping step (clips_sharded_gradients), enqueued on the context's stream after
+  /// The clipping step (gradient_reducer_for), enqueued on the context's stream after
   /// finish(): partial sums of this rank's chunks, their all-reduce on the communication stream,
   /// the fixed-order sum and {norm, factor} into device memory. `grads` is the attached model's
   /// buffer (the buckets tile it: the model's contract).

@@ -1,8 +1,9 @@
 // trainkit/trainer/composition.hpp — the compositions a trainer refuses at compile time.
 //
 // `trainer<Source, PrefetchRecipe, Model, Optimizer, Checkpointer, Reducer>` checks its policies
-// against their roles' concepts and against each other (memory spaces, parameter types, a sharded
-// optimizer's checkpointer) here, before the loop is compiled: each static_assert's message names
+// against their roles' concepts and against each other (memory spaces, parameter types, the
+// gradient layout the reducer delivers and the optimizer reads, a sharded optimizer's
+// checkpointer) here, before the loop is compiled: each static_assert's message names
 // the requirement that failed, and tests/trainer/mnc/ proves that each broken composition is
 // refused with that message while the corrected one compiles.
 #pragma once
@@ -10,6 +11,7 @@
 #include <concepts>
 
 #include "trainkit/checkpoint/concepts.hpp"
+#include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/concepts.hpp"
@@ -17,6 +19,29 @@
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit {
+
+namespace detail {
+
+/// Whether the reducer declares that it delivers `layout` (false when it declares nothing: the
+/// concept's own assert reports that).
+template <class Reducer>
+constexpr bool delivers(gradient_layout layout) {
+  if constexpr (requires { Reducer::delivered_gradients; })
+    return Reducer::delivered_gradients == layout;
+  else
+    return false;
+}
+
+/// Whether the optimizer declares that it expects `layout`.
+template <class Optimizer>
+constexpr bool expects(gradient_layout layout) {
+  if constexpr (requires { Optimizer::expected_gradients; })
+    return Optimizer::expected_gradients == layout;
+  else
+    return false;
+}
+
+}  // namespace detail
 
 /// Instantiating it checks a composition; `passed` is true when it compiles at all.
 template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer,
@@ -60,6 +85,25 @@ struct composition_checks {
       optim::optimizer_for<Optimizer, Model>,
       "trainkit::trainer: Optimizer does not satisfy trainkit::optim::optimizer_for<Model> "
       "(see optim/concepts.hpp)");
+  // Reducer and optimizer must agree on what the gradient buffer holds after the reduction
+  // (comm/gradient_layout.hpp); either mismatch runs, and trains wrong, without this check.
+  static_assert(!(detail::delivers<Reducer>(gradient_layout::reduce_scattered) &&
+                  detail::expects<Optimizer>(gradient_layout::replicated)),
+                "trainkit::trainer: the Reducer delivers reduce-scattered gradients (ZeRO-1: each "
+                "rank holds the sum of its own shard only) but the Optimizer reads whole summed "
+                "gradients and updates every parameter from them, so the ranks would diverge "
+                "(requirement: Reducer::delivered_gradients == Optimizer::expected_gradients; pair "
+                "reduce::mpi_zero1 with optim::zero1_adamw_cpu and reduce::nccl_zero1 with "
+                "optim::zero1_adamw_cuda, or use an all-reduce reducer; see "
+                "comm/gradient_layout.hpp)");
+  static_assert(!(detail::delivers<Reducer>(gradient_layout::replicated) &&
+                  detail::expects<Optimizer>(gradient_layout::reduce_scattered)),
+                "trainkit::trainer: the Optimizer expects reduce-scattered gradients (ZeRO-1: it "
+                "updates its shard from the sums a ZeRO-1 reducer leaves there) but the Reducer "
+                "delivers replicated ones (reduce::single or an all-reduce) "
+                "(requirement: Reducer::delivered_gradients == Optimizer::expected_gradients; pair "
+                "optim::zero1_adamw_cpu with reduce::mpi_zero1 and optim::zero1_adamw_cuda with "
+                "reduce::nccl_zero1; see comm/gradient_layout.hpp)");
   static_assert(checkpoint::checkpointer_for_optimizer<Checkpointer, Optimizer, Reducer>,
                 "trainkit::trainer: the Optimizer's state is sharded over ranks "
                 "(checkpoint::sharded_optimizer, e.g. ZeRO-1) but the Checkpointer cannot save it "

@@ -49,13 +49,18 @@ struct output_settings {
   friend bool operator==(const output_settings&, const output_settings&) = default;
 };
 
-/// The run's settings: the loop's own, then how it is measured and shown (the optimizer's travel
-/// in its config_type). Problems are named by their field path ("trainer_config.steps must be
-/// >= 0: -1"); a program maps them to its flags.
+/// The run's settings: the loop's own (the gradient-clipping threshold among them: the loop's, not
+/// the optimizer's), then how it is measured and shown (the optimizer's settings travel in its
+/// config_type). Problems are named by their field path ("trainer_config.steps must be >= 0: -1");
+/// a program maps them to its flags.
 struct trainer_config {
   int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
   std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
   optim::lr_schedule schedule{};       // its total_steps is ignored: the run is `steps` long
+  // Global gradient-norm clipping threshold, 0 = off: the reducer's clipping step takes the norm of
+  // the summed gradients, and the optimizer's update scales them by grad_clip / norm when
+  // norm > grad_clip > 0 (optim::clip_factor). float, as the threshold always was.
+  float grad_clip = 1.0f;
   int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
   int eval_batches = 20;               // validation batches per evaluation
   int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
@@ -139,6 +144,9 @@ inline std::vector<config_problem> check(const trainer_config& cfg, const run_sh
                 std::to_string(shape.seq_len));
   if (cfg.ckpt_every < 0)
     problem("trainer_config.ckpt_every", "must be >= 0: " + std::to_string(cfg.ckpt_every));
+  if (!(cfg.grad_clip >= 0.0f) || !std::isfinite(cfg.grad_clip))
+    problem("trainer_config.grad_clip",
+            "must be finite and >= 0 (0 = off): " + number_text(cfg.grad_clip));
 
   const optim::lr_schedule& s = cfg.schedule;
   if (!(s.max_lr >= 0.0f) || !std::isfinite(s.max_lr))

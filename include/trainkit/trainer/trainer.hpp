@@ -11,6 +11,11 @@
 // work (a host prefetcher feeding a device model, an optimizer for another parameter type) are
 // rejected at compile time by static_asserts whose messages name the broken requirement.
 //
+// Gradient clipping is the trainer's setting (trainer_config::grad_clip) and the reducer's step:
+// the trainer gives the reducer the threshold after finish(), the reducer returns the factor (the
+// norm of the summed gradients, however they lie across ranks), and the optimizer's update gets
+// the factor alone.
+//
 // This file is the loop; its helpers live beside it: trainer/config.hpp (the configuration and its
 // one check()), trainer/checkpointing.hpp (gather, save, resume), trainer/throughput.hpp (rates,
 // MFU, calibration).
@@ -36,7 +41,6 @@
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/concepts.hpp"
-#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/schedule.hpp"
 #include "trainkit/prefetch/concepts.hpp"
 #include "trainkit/reduce/concepts.hpp"
@@ -56,6 +60,11 @@
 #include "trainkit/trainer/sinks/tensorboard.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
 #include "trainkit/trainer/throughput.hpp"
+
+#if defined(__CUDACC__)
+// A device model's clipping step where the reducer's is the plain norm (reduce::single).
+#include "trainkit/optim/device_grad_clip.hpp"
+#endif
 
 namespace trainkit {
 
@@ -299,22 +308,14 @@ class trainer {
     account_device_phases(ctx_, clock, m);
   }
 
-  /// The clipping step: the trainer's own over the buckets, or the reducer's where each rank
-  /// holds only a shard of the summed gradients (ZeRO; reduce::clips_sharded_gradients).
+  /// The clipping step, at the trainer's threshold: the reducer's, which alone knows where the
+  /// summed gradients are (all of the buffer, or this rank's shard).
   auto clip_gradients() {
     const std::span<const typename Model::parameter_type> grads(model_.gradients());
-    if constexpr (reduce::clips_sharded_gradients<Reducer, Model>)
-      return reducer_.clip(grads, model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
-    else
-      return clip_(grads, model_.gradient_buckets(), optimizer_.max_grad_norm(), ctx_);
+    return reducer_.clip(grads, model_.gradient_buckets(), double(cfg_.grad_clip), ctx_);
   }
 
-  double grad_norm() const {
-    if constexpr (reduce::clips_sharded_gradients<Reducer, Model>)
-      return reducer_.norm();
-    else
-      return clip_.norm();
-  }
+  double grad_norm() const { return reducer_.norm(); }
 
   /// The next micro-batch. The time it blocked is data_wait, except the part a device prefetcher
   /// says was its host-to-device copy (h2d); copy time that overlapped compute blocked nothing.
@@ -398,7 +399,6 @@ class trainer {
   Optimizer optimizer_;
   Checkpointer checkpointer_;
   Reducer reducer_;
-  optim::grad_clip_t<typename Model::memory_space> clip_;
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};

@@ -41,7 +41,7 @@ float train_step_a() {
                                  model.stream());
   trainkit::batch_view<trainkit::device_memory> batch{tokens.data(), tokens.data(), B, T};
   const float loss = model.forward_backward(batch, 1.0f);
-  opt.step(model, 1e-3f);
+  trainkit::optim::clip_then_update<trainkit::device_memory>(1.0)(opt, model, 1e-3f);
   return loss;
 }
 

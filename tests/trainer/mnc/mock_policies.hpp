@@ -36,10 +36,11 @@ struct mock_optimizer {
   using memory_space = Space;
   using parameter_type = float;
   struct config_type {};
+  static constexpr trainkit::gradient_layout expected_gradients =
+      trainkit::gradient_layout::replicated;
   mock_optimizer(const mock_model<Space>&, config_type) {}
   void update(mock_model<Space>&, float, const trainkit::optim::clip_scale<Space>&,
               trainkit::execution_context_t<Space>&) {}
-  double max_grad_norm() const { return 0; }
   std::vector<trainkit::state_tensor> state() { return {}; }
 };
 
