@@ -193,8 +193,7 @@ TEST(CheckpointFormat, Utf8CheckAgreesWithTheManifestReader) {
       {"ok \xc3", false},           // cut short at the end
       {"\xc3\x28", false}};         // bad continuation
   for (const auto& [s, valid] : cases) {
-    EXPECT_EQ(!tk::find_invalid_utf8(s).has_value(), valid)
-        << tk::escaped_for_message(s);
+    EXPECT_EQ(!tk::find_invalid_utf8(s).has_value(), valid) << tk::escaped_for_message(s);
     EXPECT_EQ(reader_accepts(s), valid) << tk::escaped_for_message(s);
   }
   std::mt19937 rng(21);
@@ -454,8 +453,9 @@ TEST_F(CheckpointTest, ChunkedWriterWritesExactlyTheBytesAppendedDirectOrBuffere
   std::mt19937 rng(5);
   const std::size_t chunk = 2 * ck::detail::chunked_writer::block;  // small: many chunks
   for (const bool direct : {true, false}) {
-    for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(4095), std::size_t(4096),
-                                std::size_t(4097), chunk - 1, chunk, chunk + 1, 5 * chunk + 77}) {
+    for (const std::size_t n :
+         {std::size_t(0), std::size_t(1), std::size_t(4095), std::size_t(4096), std::size_t(4097),
+          chunk - 1, chunk, chunk + 1, 5 * chunk + 77}) {
       std::vector<unsigned char> want;
       const fs::path f = dir_ / (direct ? "direct" : "buffered") / std::to_string(n);
       fs::create_directories(f.parent_path());
@@ -502,8 +502,8 @@ TEST_F(CheckpointTest, AStateLaidOutAsTheFilesImageWritesTheSameFile) {
   std::vector<std::uint64_t> offsets;
   std::uint64_t end = 0;
   for (const auto& t : separate.tensors) {
-    const std::uint64_t at = (end + ck::tensor_alignment - 1) / ck::tensor_alignment *
-                             ck::tensor_alignment;
+    const std::uint64_t at =
+        (end + ck::tensor_alignment - 1) / ck::tensor_alignment * ck::tensor_alignment;
     offsets.push_back(at);
     end = at + t.bytes();
   }

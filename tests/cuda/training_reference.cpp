@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <span>
 
+#include "../../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/core/bf16.hpp"
-#include "../../examples/gpt_fineweb/data/default_corpus.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"

@@ -49,13 +49,13 @@ TEST(TrainerConfigCheck, ReportsEveryProblemByItsFieldPath) {
   const tk::trainer_config before = cfg;
   const auto problems = tk::check(cfg, s);
   EXPECT_EQ(cfg, before);  // check() changes nothing
-  EXPECT_EQ(fields(problems),
-            (std::vector<std::string>{
-                "trainer_config.steps", "trainer_config.total_batch_tokens",
-                "trainer_config.eval_every", "trainer_config.eval_batches",
-                "run_shape.val_batch_size", "trainer_config.ckpt_every",
-                "trainer_config.schedule.max_lr", "trainer_config.schedule.warmup_steps",
-                "trainer_config.schedule.final_lr_frac", "trainer_config.schedule.decay_frac"}));
+  EXPECT_EQ(
+      fields(problems),
+      (std::vector<std::string>{
+          "trainer_config.steps", "trainer_config.total_batch_tokens", "trainer_config.eval_every",
+          "trainer_config.eval_batches", "run_shape.val_batch_size", "trainer_config.ckpt_every",
+          "trainer_config.schedule.max_lr", "trainer_config.schedule.warmup_steps",
+          "trainer_config.schedule.final_lr_frac", "trainer_config.schedule.decay_frac"}));
   // Each message is a sentence that starts with its field and quotes the value.
   for (const auto& p : problems) EXPECT_EQ(p.message.rfind(p.field + " ", 0), 0u) << p.message;
   EXPECT_EQ(problems[0].message, "trainer_config.steps must be >= 0: -1");

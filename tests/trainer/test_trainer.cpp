@@ -205,10 +205,10 @@ TEST(Trainer, KeepsItsConfigurationAsGiven) {
   EXPECT_EQ(t.config(), cfg);
   cfg.schedule.kind = tk::optim::schedule_kind::cosine;  // over the run's 3 steps, not 1000
   cfg.schedule.final_lr_frac = 0.0f;
-  const auto r = synthetic_trainer(cfg, synthetic(), std::nullopt,
-                                   tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
-                                   tk::checkpoint::no_checkpoint{})
-                     .run();
+  const auto r =
+      synthetic_trainer(cfg, synthetic(), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                        tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{})
+          .run();
   ASSERT_EQ(r.steps.size(), 3u);
   EXPECT_FLOAT_EQ(r.steps[0].lr, 2e-3f);
   EXPECT_NEAR(r.steps[2].lr, 2e-3 * 0.5 * (1 + std::cos(M_PI * 2 / 3)), 1e-9);

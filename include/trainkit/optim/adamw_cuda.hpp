@@ -252,9 +252,9 @@ class adamw_cuda {
   std::size_t n_ = 0;
   kernels::segment_table table_{};
   cuda::stream stream_{true};
-  cuda::device_buffer<float> master_;          // (N,) fp32 master weights
-  cuda::device_buffer<float> m_;               // (N,) first moment
-  cuda::device_buffer<float> v_;               // (N,) second moment
+  cuda::device_buffer<float> master_;  // (N,) fp32 master weights
+  cuda::device_buffer<float> m_;       // (N,) first moment
+  cuda::device_buffer<float> v_;       // (N,) second moment
   std::uint64_t step_ = 0;
 };
 

@@ -61,11 +61,11 @@ struct trainer_config {
   // the summed gradients, and the optimizer's update scales them by grad_clip / norm when
   // norm > grad_clip > 0 (optim::clip_factor). float, as the threshold always was.
   float grad_clip = 1.0f;
-  int eval_every = 0;                  // 0 = never (except at the end when a val source exists)
-  int eval_batches = 20;               // validation batches per evaluation
-  int ckpt_every = 0;                  // 0 = only at the end of the run / on a stop request
-  bool ckpt_at_end = true;             // save when the run ends or is stopped by a signal
-  bool resume = false;                 // continue from the newest valid checkpoint, if any
+  int eval_every = 0;       // 0 = never (except at the end when a val source exists)
+  int eval_batches = 20;    // validation batches per evaluation
+  int ckpt_every = 0;       // 0 = only at the end of the run / on a stop request
+  bool ckpt_at_end = true;  // save when the run ends or is stopped by a signal
+  bool resume = false;      // continue from the newest valid checkpoint, if any
   std::map<std::string, std::string> meta;  // stored in checkpoints; resume checks "model"
 
   mfu_settings mfu{};
