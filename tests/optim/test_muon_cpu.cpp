@@ -19,6 +19,7 @@
 #endif
 
 #include "mock_model.hpp"
+#include "muon_fixtures.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/concepts.hpp"
@@ -48,17 +49,8 @@ std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.0
   return v;
 }
 
-// A host model over any layout, gradients written by the test.
-struct layout_model {
-  using memory_space = tk::host_memory;
-  using parameter_type = float;
-  std::vector<tk::tensor_info> layout;
-  std::vector<float> params, grads;
-  std::span<const tk::tensor_info> parameter_layout() const { return layout; }
-  std::span<float> parameters() { return params; }
-  std::span<float> gradients() { return grads; }
-  std::size_t num_parameters() const { return params.size(); }
-};
+// A host model over any layout, gradients written by the test (the fixtures' own).
+using muon_fixtures::layout_model;
 
 // A GPT-2-like layout: an embedding, stacked fused qkv [2, 3·8, 8] with parts {8, 8, 8}, a bias, a
 // norm and a tall stacked matrix [2, 12, 8], in that order.
