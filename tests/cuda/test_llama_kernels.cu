@@ -121,7 +121,7 @@ TEST(CudaLlamaKernels, RopeForwardBackwardOnFusedQkv) {
   for (const auto& [B, T, H, KV, hs] : qkv_shapes) {
     const int N = B * T;
     const std::int64_t D = std::int64_t(H + 2 * KV) * hs;
-    const d::rope_host_table table(T + 5, hs, 10000.0f);  // more positions than used
+    const d::rope_table table(T + 5, hs, 10000.0f);  // more positions than used
     auto cos = to_device_raw(table.cos), sin = to_device_raw(table.sin);
     const k::rope_device_table dtab{cos.data(), sin.data(), table.T, table.half};
     for (const bool inverse : {false, true}) {

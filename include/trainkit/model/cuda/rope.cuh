@@ -7,7 +7,7 @@
 //   y[i] = x[i]·cos − x[i+h]·sin,  y[i+h] = x[i+h]·cos + x[i]·sin   (h = hs/2, angle t·θ^(−2i/hs)).
 // The backward is the transpose of the rotation, i.e. the rotation by −angle, applied in place to
 // the gradient of the rotated q and k. cos and sin come from a fp32 table (T, hs/2) built on the
-// host by rope_host_table (detail/llama_cuda_twins.hpp), the same expressions as llama_cpu's and
+// host by rope_table (detail/rope_table.hpp), the same expressions as llama_cpu's and
 // transformers' float32 LlamaRotaryEmbedding, rather than cosf/sinf on the device: angles reach
 // T radians, where the device's and the host's libm differ by ulps, and __sinf is far worse; the
 // table (2·T·hs/2 floats, 256 KiB at T = 1024, hs = 64) stays in L2. One thread rotates 8 pairs:
@@ -33,7 +33,7 @@ using namespace trainkit::cuda;  // bf16 packs, launch checks
 
 static_assert(pack == detail::llama_kernel_pack, "rope_item_site assumes 8 pairs per thread");
 
-/// The device copy of a rope_host_table: cos and sin (max_T, half) in fp32, device pointers.
+/// The device copy of a rope_table: cos and sin (max_T, half) in fp32, device pointers.
 struct rope_device_table {
   const float* cos = nullptr;
   const float* sin = nullptr;

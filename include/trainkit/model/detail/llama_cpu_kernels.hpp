@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
+#include "trainkit/model/detail/rope_table.hpp"
 
 namespace trainkit::model::detail {
 
@@ -96,27 +97,6 @@ void rmsnorm_backward(S* dinp, S* dw, const S* dout, const S* inp, const S* w, c
 }
 
 // ---- rotary position embeddings (rotate-half) --------------------------------------------------
-
-/// cos and sin (T, hs/2) of RoPE's angles t·θ^(−2i/hs), computed in float as transformers'
-/// LlamaRotaryEmbedding does (its inv_freq and angles are float32 whatever the model's dtype).
-struct rope_table {
-  int half = 0;
-  std::vector<float> cos, sin;  // (T, half)
-
-  rope_table() = default;
-  rope_table(int T, int head_size, float theta) : half(head_size / 2) {
-    cos.resize(std::size_t(T) * std::size_t(half));
-    sin.resize(cos.size());
-    for (int i = 0; i < half; ++i) {
-      const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_size));
-      for (int t = 0; t < T; ++t) {
-        const float angle = float(t) * inv_freq;
-        cos[std::size_t(t) * half + i] = std::cos(angle);
-        sin[std::size_t(t) * half + i] = std::sin(angle);
-      }
-    }
-  }
-};
 
 /// In place on `heads` consecutive heads of hs channels in each of the B·T rows of x (rows
 /// `stride` apart, row r at position r % T): the rotate-half rotation

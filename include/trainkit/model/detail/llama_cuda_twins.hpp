@@ -19,6 +19,7 @@
 
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/cuda/host_device.hpp"
+#include "trainkit/model/detail/rope_table.hpp"
 
 namespace trainkit::model::detail {
 
@@ -100,29 +101,6 @@ inline float round_to_bf16(float x) {
   return bf16::from_float(x).to_float();
 }
 
-/// RoPE's cos and sin (T, hs/2), fp32, as detail::rope_table builds them (the same expressions,
-/// so the same bits: the CPU test checks it): inv_freq = 1/θ^(2i/hs), angle = t·inv_freq. The CUDA
-/// policy uploads this table rather than calling cosf/sinf on the device, whose results for
-/// angles up to T radians differ from the host's libm by ulps: with the table, llama_cpu, the twin
-/// and the kernel rotate by bit-identical factors.
-struct rope_host_table {
-  int T = 0, half = 0;
-  std::vector<float> cos, sin;  // (T, half)
-
-  rope_host_table(int T_, int head_size, float theta) : T(T_), half(head_size / 2) {
-    cos.resize(std::size_t(T) * std::size_t(half));
-    sin.resize(cos.size());
-    for (int i = 0; i < half; ++i) {
-      const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_size));
-      for (int t = 0; t < T; ++t) {
-        const float angle = float(t) * inv_freq;
-        cos[std::size_t(t) * half + i] = std::cos(angle);
-        sin[std::size_t(t) * half + i] = std::sin(angle);
-      }
-    }
-  }
-};
-
 /// Forward of rmsnorm.cuh's kernel over (N, C): x = bf16(a + b) (b null: x = a), written to
 /// res_out when b is given; rstd = 1/√(mean(x²) + ε) kept in fp32; out = bf16(x·rstd·w) (w null:
 /// no gain).
@@ -174,8 +152,8 @@ inline void rmsnorm_backward_twin(float* dinp, float* dw, const float* dout, con
 
 /// rope.cuh, in place on `heads` consecutive heads of hs channels at the start of each of N rows
 /// (rows `stride` apart, row r at position r % T); each pair rounded to bf16 once.
-inline void rope_twin(float* x, const rope_host_table& table, std::int64_t N, int T, int heads,
-                      int hs, std::int64_t stride, bool inverse) {
+inline void rope_twin(float* x, const rope_table& table, std::int64_t N, int T, int heads, int hs,
+                      std::int64_t stride, bool inverse) {
   const int h = hs / 2;
   for (std::int64_t r = 0; r < N; ++r) {
     const std::size_t t = std::size_t(r % T);
