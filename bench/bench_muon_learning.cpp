@@ -2,17 +2,18 @@
 // loss, AdamW at the best of 3 learning rates against the Muon family at its defaults.
 //
 // Goal (issue 27): Muon needs <= 0.8 × the steps AdamW needs to reach AdamW's best validation
-// loss, d6 GPT-2, the same data in the same order and the same tokens per step for every run.
+// loss, d6 GPT-2 and d6 Llama (`--arch gpt2|llama`), the same data in the same order and the same
+// tokens per step for every run.
 //
 // It prepares its own data from real text already on the machine — the plain-text files under
 // /usr/share/doc (READMEs, changelogs, licences, manuals; each distinct text once) and the
 // repository's docs/ and sources — tokenised with the bundled GPT-2 vocabulary into a training
 // shard and a validation shard (every 20th document), and refuses to run when one epoch of the
 // training shard would not cover the run (steps × tokens per step): every run sees fresh text at
-// every step. Then it trains four runs with the trainer (gpt2_cpu, sequential order, the same seed
-// and initial weights): AdamW at 3 rates (1e-3, 2e-3, 4e-3; warmup then cosine to 10%) and
-// muon_cpu with muon_config's defaults (Muon at 0.02 on the matrices; AdamW's half at the best
-// AdamW run's rate and schedule, so the comparison is about the matrices), evaluating every
+// every step. Then it trains four runs with the trainer (gpt2_cpu or llama_cpu, sequential order,
+// the same seed and initial weights): AdamW at 3 rates (1e-3, 2e-3, 4e-3; warmup then cosine to
+// 10%) and muon_cpu with muon_config's defaults (Muon at 0.02 on the matrices; AdamW's half at the
+// best AdamW run's rate and schedule, so the comparison is about the matrices), evaluating every
 // --eval-every steps on the same validation batches. AdamW's best is the lowest validation loss of
 // any AdamW run; its steps are the first evaluation at which that run reached it, Muon's the first
 // evaluation at which Muon's validation loss was at or below it.
@@ -21,8 +22,8 @@
 // curves.svg (the validation curves), summary.txt (the table printed last). Every run's metrics go
 // to OUT_DIR/<run>.jsonl as it trains, so it can run in the background and be watched:
 //
-//   nohup bench_muon_learning OUT_DIR [--model d6] [--steps 300] [--batch 8] [--seq 256]
-//        [--eval-every 25] [--eval-batches 16] > OUT_DIR.log 2>&1 &
+//   nohup bench_muon_learning OUT_DIR [--arch gpt2|llama] [--model d6] [--steps 300] [--batch 8]
+//        [--seq 256] [--eval-every 25] [--eval-batches 16] > OUT_DIR.log 2>&1 &
 // d6 at 2,048 tokens per step takes a few seconds a step on 2 cores: ~1.5 h for the four runs.
 // --model d2 --steps 40 --eval-every 10 is a smoke run of a few minutes.
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
@@ -43,6 +45,7 @@
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
 #include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/llama_cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
@@ -57,7 +60,7 @@ namespace fs = std::filesystem;
 
 struct options {
   fs::path out;
-  std::string model = "d6";
+  std::string arch = "gpt2", model = "d6";
   int steps = 300, batch = 8, seq = 256, eval_every = 25, eval_batches = 16;
   float adamw_lrs[3] = {1e-3f, 2e-3f, 4e-3f};
   int warmup = 20;
@@ -141,7 +144,15 @@ void prepare(const options& o, std::size_t& train_tokens, std::size_t& val_token
               files.size(), train_tokens, val_tokens);
 }
 
-template <class Optimizer>
+template <class Model>
+Model make_model(const options& o) {
+  if constexpr (std::is_same_v<Model, tk::model::gpt2_cpu>)
+    return Model(tk::model::gpt2_config::preset(o.model), 1337);
+  else
+    return Model(tk::model::llama_config::preset(o.model), 1337);
+}
+
+template <class Model, class Optimizer>
 curve train(const options& o, const std::string& name, float lr,
             typename Optimizer::config_type opt_config) {
   tk::trainer_config cfg;
@@ -159,11 +170,10 @@ curve train(const options& o, const std::string& name, float lr,
       data + "/train_*.bin", o.batch, o.seq, 50257, tk::data::order_kind::sequential, 1};
   tk::data::mmap_source_config val_data = train_data;
   val_data.pattern = data + "/val_*.bin";
-  tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu,
-              Optimizer, tk::checkpoint::no_checkpoint>
+  tk::trainer<tk::data::mmap_token_source, tk::prefetch::threaded<2>, Model, Optimizer,
+              tk::checkpoint::no_checkpoint>
       t(cfg, tk::data::mmap_token_source(train_data), tk::data::mmap_token_source(val_data),
-        tk::model::gpt2_cpu(tk::model::gpt2_config::preset(o.model), 1337), opt_config,
-        tk::checkpoint::no_checkpoint{});
+        make_model<Model>(o), opt_config, tk::checkpoint::no_checkpoint{});
   curve c{name, lr, {}};
   t.on_step([&](const tk::step_metrics& m) {
     if (!std::isnan(m.val_loss)) {
@@ -191,7 +201,7 @@ std::uint64_t steps_to(const curve& c, double loss) {
   return 0;
 }
 
-void write_svg(const fs::path& path, const std::vector<curve>& curves) {
+void write_svg(const fs::path& path, const std::string& title, const std::vector<curve>& curves) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, last = 1;
   for (const curve& c : curves)
     for (const auto& [s, v] : c.val) {
@@ -207,7 +217,8 @@ void write_svg(const fs::path& path, const std::vector<curve>& curves) {
   f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
        "fill='white'/>\n";
-  f << "<text x='" << L << "' y='14'>validation loss over optimizer steps</text>\n";
+  f << "<text x='" << L << "' y='14'>" << title
+    << ": validation loss over optimizer steps</text>\n";
   for (int k = 0; k <= 4; ++k) {
     const double v = lo + (hi - lo) * k / 4;
     f << "<line x1='" << L << "' x2='" << W - R << "' y1='" << y(v) << "' y2='" << y(v)
@@ -226,7 +237,8 @@ void write_svg(const fs::path& path, const std::vector<curve>& curves) {
 
 int usage(const char* what) {
   std::fprintf(stderr,
-               "bench_muon_learning: %s\nusage: bench_muon_learning OUT_DIR [--model d6] "
+               "bench_muon_learning: %s\nusage: bench_muon_learning OUT_DIR [--arch gpt2|llama] "
+               "[--model d6] "
                "[--steps N] [--batch B] [--seq T] [--eval-every N] [--eval-batches N]\n",
                what);
   return 2;
@@ -243,7 +255,9 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--model")
+      if (a == "--arch")
+        o.arch = value();
+      else if (a == "--model")
         o.model = value();
       else if (a == "--steps")
         o.steps = std::stoi(value());
@@ -264,6 +278,8 @@ int main(int argc, char** argv) {
     }
   }
   if (o.out.empty()) return usage("OUT_DIR is required");
+  if (o.arch != "gpt2" && o.arch != "llama")
+    return usage(("--arch " + o.arch + ": not gpt2 or llama").c_str());
   try {
     std::size_t train_tokens = 0, val_tokens = 0;
     prepare(o, train_tokens, val_tokens);
@@ -273,14 +289,17 @@ int main(int argc, char** argv) {
                     std::to_string(o.steps) + " steps need more than one epoch of " +
                     std::to_string(needed))
                        .c_str());
-    std::printf("%s, %d steps of %d tokens (%.0f%% of one epoch), eval every %d steps\n",
-                o.model.c_str(), o.steps, o.batch * o.seq, 100.0 * double(needed) / train_tokens,
-                o.eval_every);
+    std::printf("%s %s, %d steps of %d tokens (%.0f%% of one epoch), eval every %d steps\n",
+                o.arch.c_str(), o.model.c_str(), o.steps, o.batch * o.seq,
+                100.0 * double(needed) / train_tokens, o.eval_every);
     std::vector<curve> curves;
     for (float lr : o.adamw_lrs) {
       char name[32];
       std::snprintf(name, sizeof name, "adamw_%g", double(lr));
-      curves.push_back(train<tk::optim::adamw_cpu>(o, name, lr, tk::optim::adamw_config{}));
+      curves.push_back(o.arch == "gpt2" ? train<tk::model::gpt2_cpu, tk::optim::adamw_cpu>(
+                                              o, name, lr, tk::optim::adamw_config{})
+                                        : train<tk::model::llama_cpu, tk::optim::adamw_cpu>(
+                                              o, name, lr, tk::optim::adamw_config{}));
     }
     // Muon at its defaults on the matrices; AdamW's half at the rate of the best AdamW run, so the
     // comparison is about what Muon does to the matrices.
@@ -289,14 +308,19 @@ int main(int argc, char** argv) {
       if (min_val(c) < min_val(*best_adamw)) best_adamw = &c;
     tk::optim::muon_config muon;
     muon.schedule_max_lr = best_adamw->lr;
-    curves.push_back(train<tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon));
+    curves.push_back(
+        o.arch == "gpt2"
+            ? train<tk::model::gpt2_cpu, tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon)
+            : train<tk::model::llama_cpu, tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon));
 
     std::ofstream jl(o.out / "curves.jsonl");
     for (const curve& c : curves)
       for (const auto& [s, v] : c.val)
         jl << "{\"run\":\"" << c.name << "\",\"lr\":" << c.lr << ",\"step\":" << s
            << ",\"val_loss\":" << v << "}\n";
-    write_svg(o.out / "curves.svg", curves);
+    write_svg(o.out / "curves.svg",
+              o.arch + " " + o.model + ", " + std::to_string(o.batch * o.seq) + " tokens per step",
+              curves);
 
     double best = std::numeric_limits<double>::infinity();
     const curve* best_run = nullptr;
@@ -306,8 +330,8 @@ int main(int argc, char** argv) {
     const std::uint64_t adamw_steps = steps_to(*best_run, best);
     const std::uint64_t muon_steps = steps_to(curves[3], best);
     std::ostringstream s;
-    s << "bench_muon_learning: " << o.model << ", " << o.steps << " steps of " << o.batch * o.seq
-      << " tokens\n";
+    s << "bench_muon_learning: " << o.arch << " " << o.model << ", " << o.steps << " steps of "
+      << o.batch * o.seq << " tokens\n";
     for (const curve& c : curves)
       s << "  " << c.name << ": final val " << (c.val.empty() ? NAN : c.val.back().second)
         << ", best " << min_val(c) << "\n";
