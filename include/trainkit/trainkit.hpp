@@ -60,6 +60,7 @@
 #include "trainkit/trainer/nvtx.hpp"
 #include "trainkit/trainer/phase_clock.hpp"
 #include "trainkit/trainer/report.hpp"
+#include "trainkit/trainer/run_output.hpp"
 #include "trainkit/trainer/sinks/concepts.hpp"
 #include "trainkit/trainer/sinks/console.hpp"
 #include "trainkit/trainer/sinks/deferred.hpp"

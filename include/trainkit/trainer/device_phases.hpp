@@ -19,6 +19,7 @@
 #include <array>
 
 #include "trainkit/core/execution_context.hpp"
+#include "trainkit/prefetch/concepts.hpp"
 #include "trainkit/trainer/phase_clock.hpp"
 #include "trainkit/trainer/step_metrics.hpp"
 
@@ -49,6 +50,46 @@ void begin_device_phase(Ctx& ctx, device_phase p) {
 template <class Ctx>
 void end_device_phase(Ctx& ctx, device_phase p) {
   if constexpr (times_device_phases<Ctx>) ctx.end_phase(p);
+}
+
+/// A host phase and its device phase in one scope: the phase clock times the block into
+/// `booked_phase(p)` while the device phase brackets the work it enqueues.
+///   { device_timed timed(clock, ctx, device_phase::comm); reducer.finish(); }
+template <class Ctx>
+class device_timed {
+ public:
+  device_timed(phase_clock& clock, Ctx& ctx, device_phase p)
+      : timed_(clock.time(booked_phase(p))), ctx_(ctx), phase_(p) {
+    begin_device_phase(ctx_, phase_);
+  }
+  ~device_timed() { end_device_phase(ctx_, phase_); }  // before the clock's lap (timed_)
+  device_timed(const device_timed&) = delete;
+  device_timed& operator=(const device_timed&) = delete;
+
+ private:
+  phase_clock::scope timed_;
+  Ctx& ctx_;
+  device_phase phase_;
+};
+
+/// The next micro-batch from `source`, timed into step `m`. The time it blocked is data_wait,
+/// except the part a device prefetcher says was its host-to-device copy (h2d); copy time that
+/// overlapped compute blocked nothing. A prefetcher bound to `ctx` makes the stream wait for its
+/// copy inside the h2d device phase.
+template <class Prefetcher, class Ctx>
+auto timed_next_batch(Prefetcher& source, Ctx& ctx, phase_clock& clock, step_metrics& m) {
+  const double waited_before = m.data_wait_ms;
+  auto batch = [&] {
+    auto timed = clock.time(phase::data_wait);
+    begin_device_phase(ctx, device_phase::h2d);
+    auto b = source.next();
+    end_device_phase(ctx, device_phase::h2d);
+    return b;
+  }();
+  if constexpr (prefetch::reports_copy_wait<Prefetcher>)
+    clock.move(phase::data_wait, phase::h2d,
+               std::min(m.data_wait_ms - waited_before, source.last_h2d_wait_ms()));
+  return batch;
 }
 
 /// After the step's synchronize(): books the device phases' stream time (see the file comment).

@@ -1,38 +1,31 @@
-// trainkit/trainer/trainer.hpp — the training loop, composed at compile time from five policies.
+// trainkit/trainer/trainer.hpp — the training loop, composed at compile time from six policies.
 //
-//   trainer<Source, PrefetchRecipe, Model, Optimizer, Checkpointer>
+//   trainer<Source, PrefetchRecipe, Model, Optimizer, Checkpointer, Reducer = reduce::single>
 //
 // The trainer owns the policies, runs gradient accumulation up to the configured tokens per step,
-// evaluates, checkpoints and resumes, and measures every phase of every step with a phase_clock:
-// the phases of the phase table during which the loop is blocked (data wait, H2D, compute,
-// communication, optimizer, checkpoint stall, logging, eval) plus "other" tile each step's wall
-// time exactly, so the end-of-run report can say honestly where the time went. What it measured
-// goes to sinks (trainer/sinks/: console, JSONL metrics, TensorBoard). Compositions that cannot
-// work (a host prefetcher feeding a device model, an optimizer for another parameter type) are
-// rejected at compile time by static_asserts whose messages name the broken requirement.
+// evaluates, checkpoints and resumes, and times every phase of every step with a phase_clock: the
+// phases during which the loop is blocked (data wait, H2D, compute, communication, optimizer,
+// checkpoint stall, logging, eval) plus "other" tile each step's wall time exactly, so the report
+// can say honestly where the time went. Gradient clipping is the trainer's setting
+// (trainer_config::grad_clip) and the reducer's step: after finish() the reducer turns the
+// threshold into a factor (it alone knows how the summed gradients lie across ranks), and the
+// optimizer's update gets the factor alone.
 //
-// Gradient clipping is the trainer's setting (trainer_config::grad_clip) and the reducer's step:
-// the trainer gives the reducer the threshold after finish(), the reducer returns the factor (the
-// norm of the summed gradients, however they lie across ranks), and the optimizer's update gets
-// the factor alone.
-//
-// This file is the loop; its helpers live beside it: trainer/config.hpp (the configuration and its
-// one check()), trainer/checkpointing.hpp (gather, save, resume), trainer/throughput.hpp (rates,
-// MFU, calibration).
+// This file is the loop; its helpers live beside it: composition.hpp (the compile-time checks
+// whose messages name a broken requirement), config.hpp (the configuration and its one check()),
+// checkpointing.hpp (gather, save, resume), throughput.hpp (rates, MFU, calibration),
+// device_phases.hpp (what a device waited for, booked to its phase), run_output.hpp (console,
+// metrics file, TensorBoard, the step callback).
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <iostream>
 #include <optional>
-#include <ostream>
 #include <span>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "trainkit/checkpoint/concepts.hpp"
 #include "trainkit/core/error.hpp"
@@ -54,10 +47,7 @@
 #include "trainkit/trainer/phase_clock.hpp"
 #include "trainkit/trainer/ranks.hpp"
 #include "trainkit/trainer/report.hpp"
-#include "trainkit/trainer/sinks/console.hpp"
-#include "trainkit/trainer/sinks/deferred.hpp"
-#include "trainkit/trainer/sinks/jsonl.hpp"
-#include "trainkit/trainer/sinks/tensorboard.hpp"
+#include "trainkit/trainer/run_output.hpp"
 #include "trainkit/trainer/stop_flag.hpp"
 #include "trainkit/trainer/throughput.hpp"
 
@@ -67,18 +57,6 @@
 #endif
 
 namespace trainkit {
-
-/// What `run()` returns.
-struct run_result {
-  std::vector<step_metrics> steps;  // the steps run by this call (not those before a resume)
-  run_summary summary;
-  std::uint64_t first_step = 1;  // 1 unless resumed
-  std::uint64_t last_step = 0;
-  bool resumed = false;
-  bool stopped = false;  // a stop was requested (signal)
-  double final_val_loss = NAN;
-  gemm_calibration calibration;  // tflops 0 unless config().mfu.calibrate measured one
-};
 
 template <class Source, class PrefetchRecipe, class Model, class Optimizer, class Checkpointer,
           class Reducer = reduce::single>
@@ -110,8 +88,7 @@ class trainer {
         checkpointer_(std::move(checkpointer)),
         reducer_(std::move(reducer)),
         train_(std::move(train)),
-        output_(rank_output(cfg_, rank())),
-        console_(out, output_.console, cfg_.steps) {
+        output_(out, rank_output(cfg_, rank()), cfg_.steps) {
     if (val) {
       val_.emplace(std::move(*val));
       val_start_ = val_->position();
@@ -139,9 +116,7 @@ class trainer {
   /// Called after every step with its metrics; returning false stops the run after that step
   /// exactly as a SIGINT would (final checkpoint included). For custom logging, samples and early
   /// stops. Its time is counted as the next step's log_ms, so the step timeline still tiles.
-  void on_step(std::function<bool(const step_metrics&)> callback) {
-    on_step_ = std::move(callback);
-  }
+  void on_step(step_callback callback) { output_.on_step(std::move(callback)); }
 
   /// Optimizer steps completed so far (after a resume: the checkpoint's step).
   std::uint64_t step() const noexcept { return step_; }
@@ -167,7 +142,7 @@ class trainer {
   bool resume() {
     auto state = gather_state();  // views of the policies' storage, which the load fills
     const bool loaded = load_latest_state(checkpointer_, state, reducer_);
-    report_load_warnings(checkpointer_, console_);
+    report_load_warnings(checkpointer_, output_.console());
     if (!loaded) return false;
     const checkpoint::checkpoint_state& common = common_part(state);
     train_.seek(resume_position(common, cfg_.meta));
@@ -180,7 +155,7 @@ class trainer {
     run_result result;
     if (cfg_.resume && resume()) {
       result.resumed = true;
-      console_.say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
+      output_.console().say("resumed from checkpoint at step " + std::to_string(step_) + "\n");
     }
     result.first_step = step_ + 1;
     // Set-up, not stall: the checkpointer's staging memory, before step 1 (prepares_saves).
@@ -189,12 +164,11 @@ class trainer {
         auto state = gather_state();
         checkpointer_.prepare(common_part(state));
       }
-    auto files = open_file_sinks(result.resumed);
-    const step_rates rates =
-        measure_step_rates(model_, train_.seq_len(), cfg_.mfu, console_, result.calibration);
+    output_.open_files(result.resumed);
+    const step_rates rates = measure_step_rates(model_, train_.seq_len(), cfg_.mfu,
+                                                output_.console(), result.calibration);
     std::uint64_t last_saved = step_;
-    stopwatch step_clock;    // lapped once per step: consecutive steps tile the run's wall time
-    double callback_ms = 0;  // the on_step callback after the previous step: logged in this one
+    stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
 
     while (step_ < std::uint64_t(cfg_.steps)) {
       if (any_rank(stop_requested())) {
@@ -204,10 +178,10 @@ class trainer {
       step_metrics m;
       nvtx_range step_range("step", nvtx_colors::step);  // the phases' ranges nest inside it
       phase_clock clock(m);
-      m.log_ms += std::exchange(callback_ms, 0.0);
+      m.log_ms += output_.take_callback_ms();
       {
         auto timed = clock.time(phase::log);  // the previous step's metrics block this step
-        files.flush();
+        output_.flush();
       }
       train_step(m, clock);
       const bool last = step_ == std::uint64_t(cfg_.steps);
@@ -223,21 +197,21 @@ class trainer {
       }
       {
         auto timed = clock.time(phase::log);
-        report_save_error(checkpointer_, console_);  // a background save that failed meanwhile
-        console_.on_step(with_rates(m, m.phases_ms(), rates));  // the time known so far
+        report_save_error(checkpointer_, output_.console());  // a failed background save
+        output_.show(with_rates(m, m.phases_ms(), rates));    // the time known so far
       }
       m = with_rates(m, step_clock.lap_ms(), rates);  // the step is complete: dt_ms, other_ms
       result.steps.push_back(m);
-      files.hold(m);
-      if (!std::isfinite(m.loss)) diverged(m, files);  // the loss is the ranks' mean: all see it
-      const bool go_on = !on_step_ || call_on_step(m, callback_ms);
+      output_.hold(m);
+      if (!std::isfinite(m.loss)) output_.diverged(m);  // the loss is the ranks' mean: all see it
+      const bool go_on = output_.call(m);
       // A callback's stop on one rank stops every rank (also where no callback is set).
       if (any_rank(!go_on) && !last) {
         result.stopped = true;
         break;
       }
     }
-    end_run(result, files, rates, last_saved);
+    end_run(result, rates, last_saved);
     return result;
   }
 
@@ -254,7 +228,7 @@ class trainer {
         1.0f / float(accum_ * world_size()), 0, accum_, {&reducer_, &bucket_ready}};
     for (int k = 0; k < accum_; ++k) {
       micro.index = k;
-      const auto batch = next_batch(m, clock);
+      const auto batch = timed_next_batch(train_, ctx_, clock, m);
       {
         auto timed = clock.time(phase::compute);
         model_.forward_backward(batch, micro, ctx_);
@@ -267,110 +241,53 @@ class trainer {
     } else {
       // The part of the gradients' reduction across ranks that backward did not hide (on a
       // device: the stream's wait for it, booked after the synchronisation below).
-      auto timed = clock.time(phase::comm);
-      begin_device_phase(ctx_, device_phase::comm);
+      device_timed timed(clock, ctx_, device_phase::comm);
       reducer_.finish();
-      end_device_phase(ctx_, device_phase::comm);
     }
     const auto scale = [&] {
-      auto timed = clock.time(phase::optimizer);
-      ++step_;
-      m.step = step_;
+      device_timed timed(clock, ctx_, device_phase::optimizer);
+      m.step = ++step_;
       m.lr = schedule_.at(int(step_ - 1));
-      begin_device_phase(ctx_, device_phase::optimizer);
-      auto s = clip_gradients();
-      end_device_phase(ctx_, device_phase::optimizer);
-      return s;
+      // At the trainer's threshold, by the reducer: it alone knows where the summed gradients
+      // are (all of the buffer, or this rank's shard).
+      const std::span<const typename Model::parameter_type> grads(model_.gradients());
+      return reducer_.clip(grads, model_.gradient_buckets(), double(cfg_.grad_clip), ctx_);
     }();
     if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
       // The last save's copy reads the state before the update changes it: the loop is blocked
       // by the checkpointer for whatever of the copy the forward/backward did not hide.
-      auto timed = clock.time(phase::ckpt_stall);
-      begin_device_phase(ctx_, device_phase::ckpt_stall);
+      device_timed timed(clock, ctx_, device_phase::ckpt_stall);
       checkpointer_.before_update();
-      end_device_phase(ctx_, device_phase::ckpt_stall);
     }
     {
-      auto timed = clock.time(phase::optimizer);
-      begin_device_phase(ctx_, device_phase::optimizer);
+      device_timed timed(clock, ctx_, device_phase::optimizer);
       optimizer_.update(model_, float(m.lr), scale, ctx_);
-      end_device_phase(ctx_, device_phase::optimizer);
     }
     {
       // On a device this waits for the whole step's kernels; the host time lands in compute.
       auto timed = clock.time(phase::compute);
       ctx_.synchronize();
       m.loss = average_over_ranks(reducer_, model_.step_loss());
-      m.grad_norm = float(grad_norm());  // logged at float precision, the gradients' own
+      m.grad_norm = float(reducer_.norm());  // logged at float precision, the gradients' own
     }
     // On a device: what the stream waited for in each phase, moved out of compute (where the
     // host's wait above landed) into that phase (trainer/device_phases.hpp).
     account_device_phases(ctx_, clock, m);
   }
 
-  /// The clipping step, at the trainer's threshold: the reducer's, which alone knows where the
-  /// summed gradients are (all of the buffer, or this rank's shard).
-  auto clip_gradients() {
-    const std::span<const typename Model::parameter_type> grads(model_.gradients());
-    return reducer_.clip(grads, model_.gradient_buckets(), double(cfg_.grad_clip), ctx_);
-  }
-
-  double grad_norm() const { return reducer_.norm(); }
-
-  /// The next micro-batch. The time it blocked is data_wait, except the part a device prefetcher
-  /// says was its host-to-device copy (h2d); copy time that overlapped compute blocked nothing.
-  auto next_batch(step_metrics& m, phase_clock& clock) {
-    const double waited_before = m.data_wait_ms;
-    auto batch = [&] {
-      auto timed = clock.time(phase::data_wait);
-      begin_device_phase(ctx_, device_phase::h2d);  // a prefetcher bound to the context waits here
-      auto b = train_.next();
-      end_device_phase(ctx_, device_phase::h2d);
-      return b;
-    }();
-    if constexpr (prefetch::reports_copy_wait<prefetcher_type>)
-      clock.move(phase::data_wait, phase::h2d,
-                 std::min(m.data_wait_ms - waited_before, train_.last_h2d_wait_ms()));
-    return batch;
-  }
-
   /// Whether this step is a multiple of `every` (0 = never).
   bool due(int every) const noexcept { return every > 0 && step_ % std::uint64_t(every) == 0; }
 
-  /// The user's callback; it blocks the loop, so its time is the next step's (log_ms).
-  bool call_on_step(const step_metrics& m, double& callback_ms) {
-    stopwatch callback;
-    const bool go_on = on_step_(m);
-    callback_ms = callback.elapsed_ms();
-    return go_on;
-  }
-
-  /// The last step's metrics reach the files before the error does.
-  [[noreturn]] void diverged(const step_metrics& m, auto& files) {
-    files.flush();
-    throw error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
-                std::to_string(m.step));
-  }
-
   /// After the last step: the files complete, a stopped run's checkpoint, saves in flight
   /// finished, the summary computed and handed to the sinks.
-  void end_run(run_result& result, auto& files, const step_rates& rates, std::uint64_t last_saved) {
-    files.flush();
+  void end_run(run_result& result, const step_rates& rates, std::uint64_t last_saved) {
+    output_.flush();
     if (result.stopped && cfg_.ckpt_at_end && last_saved != step_) save_checkpoint();
     checkpointer_.wait();  // a save still in flight completes before the run returns
-    report_save_error(checkpointer_, console_);
+    report_save_error(checkpointer_, output_.console());
     result.last_step = step_;
     result.summary = summarize(result.steps, {}, summary_basis(rates, cfg_.mfu));
-    console_.on_end(result.summary);
-    files.on_end(result.summary);
-  }
-
-  /// The metrics file and TensorBoard, written one step late (sinks/deferred.hpp).
-  deferred_sinks<jsonl_sink, tensorboard_sink> open_file_sinks(bool resumed) const {
-    const output_settings& out = output_;
-    return deferred_sinks<jsonl_sink, tensorboard_sink>(
-        out.metrics_path.empty() ? jsonl_sink() : jsonl_sink(out.metrics_path, resumed),
-        out.tensorboard_dir.empty() ? tensorboard_sink() : tensorboard_sink(out.tensorboard_dir));
+    output_.end(result.summary);
   }
 
   static void bucket_ready(void* reducer, std::size_t bucket) {
@@ -384,7 +301,7 @@ class trainer {
   /// Collective with a sharded optimizer (every rank writes its shard); else rank 0 writes.
   void save_checkpoint() {
     save_state(checkpointer_, gather_state(), reducer_, rank());
-    report_save_error(checkpointer_, console_);
+    report_save_error(checkpointer_, output_.console());
   }
 
   // Data parallelism (trainer/ranks.hpp): a reducer that is not rank_aware is one process.
@@ -402,11 +319,9 @@ class trainer {
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};
-  output_settings output_;  // this rank's (rank_output): only rank 0 shows and stores
-  console_sink console_;
+  run_output output_;  // this rank's console, files and callback (only rank 0 shows and stores)
   std::uint64_t step_ = 0;
   int accum_ = 1;
-  std::function<bool(const step_metrics&)> on_step_;
 };
 
 }  // namespace trainkit
