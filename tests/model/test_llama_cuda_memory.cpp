@@ -94,6 +94,45 @@ TEST(LlamaCudaMemory, SlotsAreAlignedDisjointAndSizedAsTheModelWritesThem) {
       << "only alignment padding on top of what the model keeps";
 }
 
+// The model's views of each layer (llama_cuda_layer, what llama_cuda::layer uses): inside their
+// slot for the planned shape and for a smaller batch, the right size, and disjoint across layers.
+// Planted while writing (reverted): qkvr's layer stride N·C instead of N·D overlaps layer l's
+// views with layer l + 1's.
+TEST(LlamaCudaMemory, LayerViewsStayInTheirSlotsAndApart) {
+  for (const bool qk : {false, true}) {
+    tkm::llama_config c = tkm::llama_config::preset("d6");
+    c.qk_norm = qk;
+    const auto p = tkm::plan_llama_cuda_arena(c, 4, 96, true);
+    for (const auto& [B, T] : {std::pair{4, 96}, std::pair{3, 64}, std::pair{1, 1}}) {
+      const std::size_t N = std::size_t(B) * T;
+      std::vector<std::vector<tkm::arena_slot>> by_tensor(12);
+      for (int l = 0; l < c.num_layers; ++l) {
+        const auto v = tkm::llama_cuda_layer(p, c, B, T, l);
+        const std::pair<tkm::arena_slot, tkm::arena_slot> in[] = {
+            {v.ln1, p.ln1},         {v.ln1_rstd, p.ln1_rstd}, {v.qkvr, p.qkvr},
+            {v.qk_rstd, p.qk_rstd}, {v.atty, p.atty},         {v.lse, p.lse},
+            {v.res2, p.res2},       {v.ln2, p.ln2},           {v.ln2_rstd, p.ln2_rstd},
+            {v.fc, p.fc},           {v.fc_act, p.fc_act},     {v.res3, p.res3}};
+        for (std::size_t k = 0; k < 12; ++k) {
+          const auto& [view, slot] = in[k];
+          EXPECT_GE(view.offset, slot.offset) << "tensor " << k << " layer " << l;
+          EXPECT_LE(view.offset + view.bytes, slot.offset + slot.bytes)
+              << "tensor " << k << " layer " << l << " B=" << B << " T=" << T;
+          if (view.bytes > 0) by_tensor[k].push_back(view);
+        }
+        EXPECT_EQ(v.qkvr.bytes, N * std::size_t(c.qkv_rows()) * 2);
+        EXPECT_EQ(v.fc.bytes, N * std::size_t(c.fc_rows()) * 2);
+        EXPECT_EQ(v.lse.bytes, std::size_t(B) * c.num_heads * T * 4);
+        EXPECT_EQ(v.qk_rstd.bytes, qk ? N * std::size_t(c.num_heads + c.num_kv_heads) * 4 : 0u);
+      }
+      for (std::size_t k = 0; k < 12; ++k)
+        for (std::size_t a = 0; a + 1 < by_tensor[k].size(); ++a)
+          EXPECT_LE(by_tensor[k][a].offset + by_tensor[k][a].bytes, by_tensor[k][a + 1].offset)
+              << "tensor " << k << ": layer " << a << " overlaps layer " << a + 1;
+    }
+  }
+}
+
 TEST(LlamaCudaMemory, VariantSlotsAppearOnlyWithTheirVariant) {
   tkm::llama_config c = tkm::llama_config::preset("d6");
   const auto cudnn = tkm::plan_llama_cuda_arena(c, 2, 64, /*flash=*/false);

@@ -491,25 +491,23 @@ class llama_cuda {
     float *ln1_rstd, *qk_rstd, *lse, *ln2_rstd;
   };
 
+  // Layer l's kept tensors for a batch of (B, T): llama_cuda_layer (llama_cuda_memory.hpp, tested
+  // on the CPU: inside their slots, disjoint across layers).
   layer_views layer(int l, int B, int T) const {
-    const std::size_t C = std::size_t(config_.channels), N = std::size_t(B) * T, NC = N * C,
-                      L = std::size_t(l), D = std::size_t(config_.qkv_rows()),
-                      R = std::size_t(config_.fc_rows()), F = std::size_t(config_.hidden_size),
-                      QK = std::size_t(config_.num_heads + config_.num_kv_heads),
-                      rows = std::size_t(B) * config_.num_heads * T;
+    const llama_cuda_layer_slots ls = llama_cuda_layer(plan_, config_, B, T, l);
     layer_views v;
-    v.ln1 = slot<bf16_t>(plan_.ln1) + L * NC;
-    v.qkvr = slot<bf16_t>(plan_.qkvr) + L * N * D;
-    v.atty = slot<bf16_t>(plan_.atty) + L * NC;
-    v.res2 = slot<bf16_t>(plan_.res2) + L * NC;
-    v.ln2 = slot<bf16_t>(plan_.ln2) + L * NC;
-    v.fc = slot<bf16_t>(plan_.fc) + L * N * R;
-    v.fc_act = slot<bf16_t>(plan_.fc_act) + L * N * F;
-    v.res3 = slot<bf16_t>(plan_.res3) + L * NC;
-    v.ln1_rstd = slot<float>(plan_.ln1_rstd) + L * N;
-    v.qk_rstd = config_.qk_norm ? slot<float>(plan_.qk_rstd) + L * N * QK : nullptr;
-    v.lse = slot<float>(plan_.lse) + L * rows;
-    v.ln2_rstd = slot<float>(plan_.ln2_rstd) + L * N;
+    v.ln1 = slot<bf16_t>(ls.ln1);
+    v.qkvr = slot<bf16_t>(ls.qkvr);
+    v.atty = slot<bf16_t>(ls.atty);
+    v.res2 = slot<bf16_t>(ls.res2);
+    v.ln2 = slot<bf16_t>(ls.ln2);
+    v.fc = slot<bf16_t>(ls.fc);
+    v.fc_act = slot<bf16_t>(ls.fc_act);
+    v.res3 = slot<bf16_t>(ls.res3);
+    v.ln1_rstd = slot<float>(ls.ln1_rstd);
+    v.qk_rstd = config_.qk_norm ? slot<float>(ls.qk_rstd) : nullptr;
+    v.lse = slot<float>(ls.lse);
+    v.ln2_rstd = slot<float>(ls.ln2_rstd);
     return v;
   }
 

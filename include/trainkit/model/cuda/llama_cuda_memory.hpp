@@ -119,6 +119,39 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   return p;
 }
 
+/// Layer l's share of the per-layer slots: byte offsets into the arena and sizes, for a batch of
+/// (B, T) no larger than the plan's (the slots are laid out for the plan's shape; a smaller batch
+/// uses the front of each layer's stride). QK-norm's rstd is empty without QK-norm.
+struct llama_cuda_layer_slots {
+  arena_slot ln1, ln1_rstd, qkvr, qk_rstd, atty, lse, res2, ln2, ln2_rstd, fc, fc_act, res3;
+};
+
+inline llama_cuda_layer_slots llama_cuda_layer(const llama_cuda_arena_plan& p,
+                                               const llama_config& cfg, int B, int T, int l) {
+  const std::size_t L = std::size_t(l), C = std::size_t(cfg.channels),
+                    N = std::size_t(B) * std::size_t(T), D = std::size_t(cfg.qkv_rows()),
+                    R = std::size_t(cfg.fc_rows()), F = std::size_t(cfg.hidden_size),
+                    QK = std::size_t(cfg.num_heads + cfg.num_kv_heads),
+                    rows = std::size_t(B) * std::size_t(cfg.num_heads) * std::size_t(T);
+  auto part = [&](const arena_slot& s, std::size_t elements, std::size_t element_bytes) {
+    return arena_slot{s.offset + L * elements * element_bytes, elements * element_bytes};
+  };
+  llama_cuda_layer_slots v;
+  v.ln1 = part(p.ln1, N * C, 2);
+  v.ln1_rstd = part(p.ln1_rstd, N, 4);
+  v.qkvr = part(p.qkvr, N * D, 2);
+  v.qk_rstd = cfg.qk_norm ? part(p.qk_rstd, N * QK, 4) : arena_slot{p.qk_rstd.offset, 0};
+  v.atty = part(p.atty, N * C, 2);
+  v.lse = part(p.lse, rows, 4);
+  v.res2 = part(p.res2, N * C, 2);
+  v.ln2 = part(p.ln2, N * C, 2);
+  v.ln2_rstd = part(p.ln2_rstd, N, 4);
+  v.fc = part(p.fc, N * R, 2);
+  v.fc_act = part(p.fc_act, N * F, 2);
+  v.res3 = part(p.res3, N * C, 2);
+  return v;
+}
+
 /// What a CUDA Llama of shape `cfg` trained with adamw_cuda uses for batches of (B, T): the same
 /// report as GPT-2's (bf16 weights and gradients, 12 B/parameter of optimizer state, the arena,
 /// the cuBLASLt workspace).
