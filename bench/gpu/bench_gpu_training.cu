@@ -21,7 +21,7 @@
 // capture), plus a launch-bound case (d12 at B=2, where the GPU finishes a kernel about as fast
 // as the host launches the next), and prints steps/s of both beside the goal for the gain.
 // --arch llama runs the Llama family's d12 instead (llama_cuda, flash attention with GQA), its
-// machine-readable line tagged `llama-result` (no PyTorch reference of that architecture yet).
+// machine-readable line tagged `llama-result`, as `torch_reference.py --arch llama` tags its own.
 //   bench_gpu_training [--quick] [--cuda-graph] [--arch gpt2|llama]   (--quick: d12 only)
 #include <algorithm>
 #include <chrono>
@@ -60,10 +60,9 @@ struct bench_case {
 // 1,048,576-token step in <= 17.5 s, against the seed run's ~21 s). gpu_check.sh derives the
 // seconds per 1M-token step, first step / median, memory and the ratio to PyTorch from the
 // result lines and prints them beside their goals.
-// The Llama family's d12 (issue 26: >= 50% MFU on an H200, beside a PyTorch reference of the same
-// architecture, which torch_reference.py does not have yet), with --arch llama: its result line
-// starts `llama-result`, so gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip
-// it.
+// The Llama family's d12 (issue 26: >= 50% MFU on an H200, beside `torch_reference.py --arch
+// llama`, never run yet), with --arch llama: its result line starts `llama-result`, so
+// gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip it.
 constexpr bench_case cases[] = {
     {"d12", 32, 1024, 0, 0.50},
     {"d48", 16, 1024, 0, 0.62},
