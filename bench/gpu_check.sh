@@ -135,6 +135,8 @@ start_all=$SECONDS
 export TRAINKIT_REQUIRE_GPU=${GPU_CHECK_REQUIRE_GPU:-1}
 [[ $mode == run ]] && export TRAINKIT_REQUIRE_GPU=1
 export TRAINKIT_GOLDEN_DIR=$carry/golden
+# The Llama golden sets travel with the repository (tracked files): test_cuda_llama reads hs64/.
+export TRAINKIT_LLAMA_GOLDEN_DIR=$root/tests/fixtures/llama
 export TRAINKIT_MUON_FIXTURES_DIR=$root/tests/fixtures/muon  # tracked files travel with the tree
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 export PYTHONUNBUFFERED=1
