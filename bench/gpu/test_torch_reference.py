@@ -12,8 +12,7 @@ pip install torch; about 30 s on one core).
 * --arch llama: in float64 on the Llama golden fixtures (tests/fixtures/llama, transformers'
   LlamaForCausalLM with GQA, RoPE theta 5000, SwiGLU, untied head) its logits within 1e-5 of the
   largest, the loss within 1e-5 and every parameter's gradient within 1e-5 relative per tensor;
-  a tiny Llama's loss falls; its `llama-result` line prints. (Written without torch at hand: not
-  run yet.)
+  a tiny Llama's loss falls; its `llama-result` line prints.
 
     python3 bench/gpu/test_torch_reference.py
 """
