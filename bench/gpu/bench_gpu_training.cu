@@ -61,8 +61,8 @@ struct bench_case {
 // seconds per 1M-token step, first step / median, memory and the ratio to PyTorch from the
 // result lines and prints them beside their goals.
 // The Llama family's d12 (issue 26: >= 50% MFU on an H200, beside `torch_reference.py --arch
-// llama`, checked on the CPU, never run on a GPU), with --arch llama: its result line starts `llama-result`, so
-// gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip it.
+// llama`, checked on the CPU, never run on a GPU), with --arch llama: its result line starts
+// `llama-result`, so gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip it.
 constexpr bench_case cases[] = {
     {"d12", 32, 1024, 0, 0.50},
     {"d48", 16, 1024, 0, 0.62},
