@@ -1,7 +1,7 @@
 // bench/gpu/bench_gpu_attention.cu — causal attention forward + backward at GPT-2 shapes (d12:
 // C = 768, H = 12, hs 64; d48: C = 1600, H = 25, hs 64): trainkit's flash kernels, cuDNN's fused
-// attention (when the build found cudnn-frontend: the trainkit_cudnn_engine object registers it) and the
-// naive kernels (T×T matrices), TFLOP/s with causal FLOPs counted: forward 2·B·H·T²·hs (two
+// attention (when the build found cudnn-frontend: the trainkit_cudnn_engine object registers it)
+// and the naive kernels (T×T matrices), TFLOP/s with causal FLOPs counted: forward 2·B·H·T²·hs (two
 // products, half the matrix), backward 2.5× that. Prints the goal beside the figure; exits 0
 // without a device.
 #include <cuda_runtime.h>
@@ -68,9 +68,9 @@ void run_case(const char* name, int B, int T, int C, int H) {
 
   device_buffer<float> lse(rows), delta(rows), dq(n);
   const double flash = time_ms([&] {
-    k::flash_attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, H, 0);
+    k::flash_attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, H, H, 0);
     k::flash_attention_backward(dqkv.data(), delta.data(), dq.data(), dout.data(), qkv.data(),
-                                out.data(), lse.data(), B, T, C, H, 0);
+                                out.data(), lse.data(), B, T, C, H, H, 0);
   });
   const double flash_tf = flops / (flash * 1e9);
   std::printf("%-5s B=%-2d T=%d flash  %8.2f ms  %6.1f TFLOP/s  goal >= 150  %s\n", name, B, T,
@@ -79,8 +79,9 @@ void run_case(const char* name, int B, int T, int C, int H) {
   if (const k::attention_engine_factory make = k::cudnn_attention_factory()) {
     const auto cudnn = make(/*deterministic=*/true);  // what gpt_fineweb runs by default
     const double ms = time_ms([&] {
-      cudnn->forward(out.data(), lse.data(), qkv.data(), B, T, C, H, 0);
-      cudnn->backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, H, 0);
+      cudnn->forward(out.data(), lse.data(), qkv.data(), B, T, C, H, H, 0);
+      cudnn->backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, H, H,
+                      0);
     });
     const double tf = flops / (ms * 1e9);
     std::printf("%-5s B=%-2d T=%d cudnn  %8.2f ms  %6.1f TFLOP/s  goal >= 250  %s\n", name, B, T,

@@ -17,8 +17,19 @@ directly. Two uses:
   builds the golden fixtures with this model, and bench/gpu/test_torch_reference.py checks it
   (loss at init, loss falling, the result line).
 
+`--arch llama` runs the Llama family instead (model/llama_config.hpp's presets d2-d24): token
+embedding without positions, pre-RMSNorm blocks (eps inside the root, computed in fp32 as
+transformers' LlamaRMSNorm), a fused q|k|v projection with grouped-query attention (query head h
+reads k, v head h / (H / KV): k and v repeated per group for SDPA's flash kernel), rotate-half RoPE
+from a float32 table of angles t * theta^(-2i/hs) (rotation in fp32, as trainkit's kernel),
+SwiGLU of width 8C/3 rounded up to 64, no biases, an untied head; AdamW decays the embedding, the
+matrices and the head (trainkit's default decay_roles), not the RMSNorm gains. Its result line
+starts `llama-result`, as bench_gpu_training --arch llama's. test_torch_reference.py holds it to
+transformers' logits in tests/fixtures/llama on the CPU. Never run on a GPU yet.
+
     python3 bench/gpu/torch_reference.py --model d12 --batch 32 --seq 1024 --accum 1
     python3 bench/gpu/torch_reference.py --model d2 --device cpu --steps 20 --batch 2 --seq 64
+    python3 bench/gpu/torch_reference.py --arch llama --model d12 --batch 32 --seq 1024
 """
 
 import argparse
@@ -182,6 +193,174 @@ class GPT2(nn.Module):
         return logits, loss
 
 
+# ---- the Llama family (--arch llama) ----------------------------------------------------------
+
+# L, H, KV, C of trainkit's Llama presets (model/llama_config.hpp).
+LLAMA_PRESETS = {
+    "d2": (2, 2, 1, 128),
+    "d6": (6, 6, 3, 384),
+    "d12": (12, 12, 6, 768),
+    "d20": (20, 10, 5, 1280),
+    "d24": (24, 12, 6, 1536),
+}
+# Roles trainkit's AdamW decays by default (optim/adamw_config.hpp: embedding, matrix, head).
+LLAMA_DECAYED = {"wte", "qkvw", "attprojw", "fcw", "fcprojw", "lm_head"}
+
+
+class LlamaConfig:
+    def __init__(self, layers, heads, kv_heads, channels, hidden=None, vocab=50257,
+                 padded_vocab=50304, max_seq=1024, theta=10000.0, eps=1e-5):
+        self.L, self.H, self.KV, self.C = layers, heads, kv_heads, channels
+        self.hs = channels // heads
+        self.D = (heads + 2 * kv_heads) * self.hs  # rows of the fused q|k|v projection
+        self.F = hidden if hidden else (8 * channels // 3 + 63) // 64 * 64  # SwiGLU's width
+        self.V, self.Vp, self.maxT = vocab, padded_vocab, max_seq
+        self.theta, self.eps = theta, eps
+
+    @staticmethod
+    def preset(name):
+        if name not in LLAMA_PRESETS:
+            raise SystemExit(f"unknown Llama preset {name!r} (valid: {', '.join(LLAMA_PRESETS)})")
+        return LlamaConfig(*LLAMA_PRESETS[name])
+
+    def num_parameters(self):
+        L, C, D, F_ = self.L, self.C, self.D, self.F
+        per_layer = C + D * C + C * C + C + 2 * F_ * C + C * F_
+        return 2 * self.Vp * C + L * per_layer + C  # wte and the untied lm_head
+
+    def flops_per_token(self, T):
+        n = self.num_parameters() - self.Vp * self.C  # N leaves out the input embedding
+        return 6.0 * n + 12.0 * self.L * self.C * T
+
+
+def llama_layout(cfg):
+    """(name, shape) of every tensor in trainkit's llama_parameter_layout order (untied)."""
+    L, C, Vp = cfg.L, cfg.C, cfg.Vp
+    return [
+        ("wte", (Vp, C)), ("ln1w", (L, C)), ("qkvw", (L, cfg.D, C)), ("attprojw", (L, C, C)),
+        ("ln2w", (L, C)), ("fcw", (L, 2 * cfg.F, C)), ("fcprojw", (L, C, cfg.F)),
+        ("lnfw", (C,)), ("lm_head", (Vp, C)),
+    ]
+
+
+def rms_norm(x, w, eps):
+    """x / sqrt(mean(x^2) + eps) * w, the statistics in fp32 (transformers' LlamaRMSNorm)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def rope_table(cfg):
+    """cos, sin (maxT, hs/2) in float32 (trainkit's detail/rope_table.hpp)."""
+    i = torch.arange(0, cfg.hs, 2, dtype=torch.float32)
+    inv_freq = 1.0 / (cfg.theta ** (i / cfg.hs))
+    angles = torch.arange(cfg.maxT, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    return angles.cos(), angles.sin()
+
+
+def rope(x, cos, sin):
+    """Rotate-half RoPE of x (B, heads, T, hs): pairs (i, i + hs/2), rotated in fp32 (the float64
+    reference stays in float64)."""
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    x1, x2 = x.to(wide).chunk(2, dim=-1)
+    c, s = cos.to(wide), sin.to(wide)
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(x.dtype)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg, flash):
+        super().__init__()
+        C, D, F_ = cfg.C, cfg.D, cfg.F
+        self.cfg, self.flash = cfg, flash
+        self.ln1w = nn.Parameter(torch.ones(C))
+        self.qkvw = nn.Parameter(torch.zeros(D, C))
+        self.attprojw = nn.Parameter(torch.zeros(C, C))
+        self.ln2w = nn.Parameter(torch.ones(C))
+        self.fcw = nn.Parameter(torch.zeros(2 * F_, C))  # gate | up
+        self.fcprojw = nn.Parameter(torch.zeros(C, F_))
+
+    def attention(self, h, cos, sin):
+        B, T, C = h.shape
+        H, KV, hs = self.cfg.H, self.cfg.KV, self.cfg.hs
+        qkv = F.linear(h, self.qkvw)  # (B, T, (H + 2KV) hs): q heads, k heads, v heads
+        q, k, v = qkv.split([H * hs, KV * hs, KV * hs], dim=2)
+        q = rope(q.view(B, T, H, hs).transpose(1, 2), cos, sin)
+        k = rope(k.view(B, T, KV, hs).transpose(1, 2), cos, sin)
+        v = v.view(B, T, KV, hs).transpose(1, 2)
+        # Query head h reads k, v head h // (H / KV): each k, v head repeated for its group.
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        if self.flash:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # the plain formula: the CPU reference
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+            mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        return F.linear(y.transpose(1, 2).reshape(B, T, C), self.attprojw)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attention(rms_norm(x, self.ln1w, self.cfg.eps), cos, sin)
+        gate, up = F.linear(rms_norm(x, self.ln2w, self.cfg.eps), self.fcw).split(self.cfg.F, -1)
+        return x + F.linear(F.silu(gate) * up, self.fcprojw)
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg, flash=False):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Parameter(torch.zeros(cfg.Vp, cfg.C))
+        self.blocks = nn.ModuleList(LlamaBlock(cfg, flash) for _ in range(cfg.L))
+        self.lnfw = nn.Parameter(torch.ones(cfg.C))
+        self.lm_head = nn.Parameter(torch.zeros(cfg.Vp, cfg.C))
+        cos, sin = rope_table(cfg)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def tensors(self):
+        """name -> the parameters that make up that trainkit tensor (one per layer)."""
+        out = {"wte": [self.wte]}
+        for name, _ in llama_layout(self.cfg)[1:7]:
+            out[name] = [getattr(b, name) for b in self.blocks]
+        out["lnfw"], out["lm_head"] = [self.lnfw], [self.lm_head]
+        return out
+
+    def load_flat(self, flat):
+        """Parameters from one flat vector in trainkit's layout order."""
+        i = 0
+        with torch.no_grad():
+            for name, _ in llama_layout(self.cfg):
+                for p in self.tensors()[name]:
+                    p.copy_(flat[i : i + p.numel()].view_as(p))
+                    i += p.numel()
+        assert i == flat.numel(), (i, flat.numel())
+
+    def init_llama(self, seed):
+        """trainkit's Llama initialisation in kind (detail/llama_init.hpp): normal 0.02, the
+        residual projections 0.02 / sqrt(2L), unit RMSNorm gains, zero padded vocabulary rows."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, ps in self.tensors().items():
+                for p in ps:
+                    if name in LLAMA_DECAYED:
+                        std = 0.02 / math.sqrt(2 * self.cfg.L) if "proj" in name else 0.02
+                        p.copy_(torch.randn(p.shape, generator=g) * std)
+            self.wte[self.cfg.V :].zero_()
+            self.lm_head[self.cfg.V :].zero_()
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        x = self.wte[idx]
+        cos, sin = self.cos[:T], self.sin[:T]
+        for b in self.blocks:
+            x = b(x, cos, sin)
+        logits = rms_norm(x, self.lnfw, self.cfg.eps) @ self.lm_head.t()  # (B, T, Vp)
+        loss = None
+        if targets is not None:  # the softmax ranges over the V real tokens only
+            loss = F.cross_entropy(logits[..., : self.cfg.V].float().reshape(-1, self.cfg.V),
+                                   targets.reshape(-1))
+        return logits, loss
+
+
 def read_llmc(path, dtype=torch.float32):
     """(Config, flat parameters) of an llm.c model file, version 3 (fp32)."""
     with open(path, "rb") as f:
@@ -206,8 +385,9 @@ def write_llmc(path, cfg, flat):
 
 def param_groups(model, weight_decay):
     t = model.tensors()
-    decay = [p for n in DECAYED for p in t[n]]
-    rest = [p for n, ps in t.items() if n not in DECAYED for p in ps]
+    decayed = LLAMA_DECAYED if isinstance(model, Llama) else DECAYED
+    decay = [p for n in decayed for p in t[n]]
+    rest = [p for n, ps in t.items() if n not in decayed for p in ps]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
@@ -235,11 +415,16 @@ def benchmark(args):
     if cuda and not torch.cuda.is_available():
         raise SystemExit("torch_reference: no CUDA device visible to PyTorch")
     torch.manual_seed(args.seed)
-    cfg = Config.preset(args.model)
+    llama = args.arch == "llama"
+    cfg = LlamaConfig.preset(args.model) if llama else Config.preset(args.model)
     if args.seq > cfg.maxT:
         raise SystemExit(f"--seq {args.seq} exceeds max_seq_len {cfg.maxT}")
-    model = GPT2(cfg, flash=cuda)
-    model.init_gpt2(args.seed)
+    if llama:
+        model = Llama(cfg, flash=cuda)
+        model.init_llama(args.seed)
+    else:
+        model = GPT2(cfg, flash=cuda)
+        model.init_gpt2(args.seed)
     model.to(device)
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -293,7 +478,8 @@ def benchmark(args):
           f"{args.model} B={args.batch} T={args.seq} accum={args.accum}: median {median:.1f} ms/step "
           f"(first {first:.1f} ms), {tok_s:.0f} tok/s, MFU {100 * mfu:.1f}% of {peak:.0f} TFLOP/s, "
           f"peak memory {mem:.1f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-    print(f"result impl=torch model={args.model} B={args.batch} T={args.seq} accum={args.accum} "
+    tag = "llama-result" if llama else "result"
+    print(f"{tag} impl=torch model={args.model} B={args.batch} T={args.seq} accum={args.accum} "
           f"tok_s={tok_s:.0f} mfu={mfu:.4f} median_ms={median:.2f} first_ms={first:.2f} "
           f"loss_first={losses[0]:.4f} loss_last={losses[-1]:.4f}")
     return losses
@@ -301,7 +487,8 @@ def benchmark(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="d12", choices=sorted(PRESETS))
+    p.add_argument("--arch", default="gpt2", choices=["gpt2", "llama"])
+    p.add_argument("--model", default="d12", choices=sorted(set(PRESETS) | set(LLAMA_PRESETS)))
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
@@ -315,6 +502,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if min(args.batch, args.seq, args.accum) < 1 or args.steps < 0 or args.warmup < 1:
         raise SystemExit("--batch, --seq, --accum and --warmup must be >= 1, --steps >= 0")
+    if args.model not in (LLAMA_PRESETS if args.arch == "llama" else PRESETS):
+        raise SystemExit(f"--model {args.model} is not a preset of --arch {args.arch}")
     benchmark(args)
     return 0
 

@@ -17,7 +17,9 @@
 // Options: `round_p` rounds P to bf16 before the P·V product (the kernel does); `round_out`
 // rounds the output to bf16 (the kernel does). With both off the emulation is an fp32 attention
 // and must match the fp32 twin (detail/flash_attention_reference.hpp) to fp32 summation order;
-// with both on it must match flash_port.hpp's rounding port.
+// with both on it must match flash_port.hpp's rounding port. With grouped-query attention (KV < H)
+// each query head's K and V tiles come from its group's head at the kernel's offsets
+// (detail/attention_heads.hpp, which the kernel uses too).
 #pragma once
 
 #include <algorithm>
@@ -111,16 +113,18 @@ struct mma_port_options {
   bool round_out = true;  // out to bf16, as the kernel
 };
 
-/// out (B, T, C), lse (B, H, T) from qkv (B, T, 3C) holding bf16 values, the kernel's way.
+/// out (B, T, C), lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs) holding bf16 values, the kernel's
+/// way; C = H·hs.
 inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& lse,
                                    const std::vector<float>& qkv, int B, int T, int C, int H,
-                                   mma_port_options opt = {}) {
+                                   int KV, mma_port_options opt = {}) {
   namespace d = trainkit::model::detail;
   namespace lay = trainkit::model::detail::flash_mma;
   constexpr int Bq = d::flash_tiles::block_q, Bk = d::flash_tiles::block_k;
   constexpr int warps = Bq / 16, threads = warps * hw::lanes, L = hw::lanes;
-  const int hs = C / H;
-  const std::ptrdiff_t row = 3 * std::ptrdiff_t(C);
+  const d::attention_heads heads{H, KV, C / H};
+  const int hs = heads.hs;
+  const std::ptrdiff_t row = heads.row();
   const float scale_log2 = 1.0f / std::sqrt(float(hs)) * float(d::flash_log2e);
   const float inf = std::numeric_limits<float>::infinity();
   out.assign(std::size_t(B) * T * C, std::numeric_limits<float>::quiet_NaN());
@@ -144,9 +148,10 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
   const int tiles = d::flash_tile_count(T, Bq);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const float* q = qkv.data() + std::ptrdiff_t(b) * T * row + std::ptrdiff_t(h) * hs;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
+      const float* base = qkv.data() + std::ptrdiff_t(b) * T * row;
+      const float* q = base + heads.q_col(h);
+      const float* k = base + heads.k_col(h);
+      const float* v = base + heads.v_col(h);
       for (int qt = 0; qt < tiles; ++qt) {
         const int q0 = qt * Bq, last = d::flash_last_key_tile(qt);
         copy_tile(sq, q, q0);
@@ -304,7 +309,7 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
                 if (t >= T) continue;
                 const float y = o[std::size_t(n)][std::size_t(l2)][std::size_t(i)] *
                                 (1.0f / lsum[std::size_t(l2)][std::size_t(i / 2)]);
-                out[(std::size_t(b) * T + t) * C + std::size_t(h) * hs + 8 * n +
+                out[(std::size_t(b) * T + t) * C + std::size_t(heads.q_col(h)) + 8 * n +
                     lay::acc_col(l2, i)] = opt.round_out ? hw::to_bf16(y) : y;
                 if (lay::acc_col(l2, i) == 0)
                   lse[(std::size_t(b) * H + h) * T + t] =

@@ -6,9 +6,11 @@
 // top of them, as the kernels do: the forward rounds P to bf16 for the P·V product (the row sum l
 // stays fp32) and the output to bf16; the backward computes D from the bf16 output, rounds P and
 // dS to bf16 for the products and dK, dV, dQ to bf16 at the end. fp32 accumulation order differs
-// from the tensor cores', which moves results by fp32 ulps only. `skip_last_diagonal` leaves out the
-// diagonal key tile of the last query tile (a plausible kernel slip: an off-by-one in the loop
-// bound of the last tile), so a test can show its tolerance catches that slip.
+// from the tensor cores', which moves results by fp32 ulps only. `skip_last_diagonal` leaves out
+// the diagonal key tile of the last query tile (a plausible kernel slip: an off-by-one in the loop
+// bound of the last tile), so a test can show its tolerance catches that slip. With grouped-query
+// attention (KV < H; layout in model/detail/attention_heads.hpp) dK and dV sum over the group in
+// fp32 and are rounded once, as the kernel's shared accumulators.
 #pragma once
 
 #include <algorithm>
@@ -22,16 +24,20 @@
 
 namespace trainkit::test_gpu {
 
-inline float bf16_round(float x) { return trainkit::bf16::from_float(x).to_float(); }
+inline float bf16_round(float x) {
+  return trainkit::bf16::from_float(x).to_float();
+}
 
-/// out (B, T, C) bf16-rounded values, lse (B, H, T), from qkv (B, T, 3C) holding bf16 values.
+/// out (B, T, C) bf16-rounded values, lse (B, H, T), from qkv (B, T, (H + 2·KV)·hs) holding bf16
+/// values; C = H·hs.
 inline void flash_forward_port(std::vector<float>& out, std::vector<float>& lse,
-                               const std::vector<float>& qkv, int B, int T, int C, int H,
+                               const std::vector<float>& qkv, int B, int T, int C, int H, int KV,
                                bool skip_last_diagonal = false) {
   namespace d = trainkit::model::detail;
   constexpr int Bq = d::flash_tiles::block_q, Bk = d::flash_tiles::block_k;
-  const int hs = C / H;
-  const std::ptrdiff_t row = 3 * std::ptrdiff_t(C);
+  const d::attention_heads heads{H, KV, C / H};
+  const int hs = heads.hs;
+  const std::ptrdiff_t row = heads.row();
   const float scale_log2 = 1.0f / std::sqrt(float(hs)) * float(d::flash_log2e);
   out.assign(std::size_t(B) * T * C, 0.0f);
   lse.assign(std::size_t(B) * H * T, 0.0f);
@@ -39,9 +45,10 @@ inline void flash_forward_port(std::vector<float>& out, std::vector<float>& lse,
   const int tiles = d::flash_tile_count(T, Bq);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const float* q = qkv.data() + std::ptrdiff_t(b) * T * row + std::ptrdiff_t(h) * hs;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
+      const float* base = qkv.data() + std::ptrdiff_t(b) * T * row;
+      const float* q = base + heads.q_col(h);
+      const float* k = base + heads.k_col(h);
+      const float* v = base + heads.v_col(h);
       for (int qt = 0; qt < tiles; ++qt) {
         const int q0 = qt * Bq;
         std::fill(o.begin(), o.end(), 0.0f);
@@ -70,13 +77,14 @@ inline void flash_forward_port(std::vector<float>& out, std::vector<float>& lse,
             float sum = 0;
             for (int c = 0; c < Bk; ++c) {
               const float pr = std::exp2(p[std::size_t(c)] - m_new);
-              sum += pr;                            // l: fp32
+              sum += pr;                           // l: fp32
               p[std::size_t(c)] = bf16_round(pr);  // the P·V product's operand: bf16
             }
             l[r] = l[r] * correction + sum;
             for (int e = 0; e < hs; ++e) {
               float acc = 0;
-              for (int c = 0; c < Bk && k0 + c < T; ++c) acc += p[std::size_t(c)] * v[(k0 + c) * row + e];
+              for (int c = 0; c < Bk && k0 + c < T; ++c)
+                acc += p[std::size_t(c)] * v[(k0 + c) * row + e];
               o[r * hs + e] = o[r * hs + e] * correction + acc;
             }
             m[r] = m_new;
@@ -86,62 +94,72 @@ inline void flash_forward_port(std::vector<float>& out, std::vector<float>& lse,
           const int t = q0 + r;
           float* y = out.data() + (std::ptrdiff_t(b) * T + t) * C + std::ptrdiff_t(h) * hs;
           for (int e = 0; e < hs; ++e) y[e] = bf16_round(o[r * hs + e] * (1.0f / l[r]));
-          lse[(std::size_t(b) * H + h) * T + t] =
-              (m[r] + std::log2(l[r])) * float(d::flash_ln2);
+          lse[(std::size_t(b) * H + h) * T + t] = (m[r] + std::log2(l[r])) * float(d::flash_ln2);
         }
       }
     }
 }
 
-/// dqkv (B, T, 3C) bf16-rounded values from dout (B, T, C), qkv, and the port's out and lse.
+/// dqkv (B, T, (H + 2·KV)·hs) bf16-rounded values from dout (B, T, C), qkv, and the port's out
+/// and lse.
 inline void flash_backward_port(std::vector<float>& dqkv, const std::vector<float>& dout,
                                 const std::vector<float>& qkv, const std::vector<float>& out,
-                                const std::vector<float>& lse, int B, int T, int C, int H) {
-  const int hs = C / H;
-  const std::ptrdiff_t row = 3 * std::ptrdiff_t(C);
+                                const std::vector<float>& lse, int B, int T, int C, int H, int KV) {
+  namespace d = trainkit::model::detail;
+  const d::attention_heads heads{H, KV, C / H};
+  const int hs = heads.hs;
+  const std::ptrdiff_t row = heads.row();
   const float scale = 1.0f / std::sqrt(float(hs));
-  dqkv.assign(std::size_t(B) * T * 3 * C, 0.0f);
+  dqkv.assign(std::size_t(B) * T * std::size_t(row), 0.0f);
   std::vector<float> delta(T), dq(std::size_t(T) * hs), dk(std::size_t(T) * hs),
       dv(std::size_t(T) * hs);
   for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
-      const std::ptrdiff_t head = std::ptrdiff_t(b) * T * row + std::ptrdiff_t(h) * hs;
-      const float* q = qkv.data() + head;
-      const float* k = q + C;
-      const float* v = q + 2 * C;
-      const float* dy = dout.data() + std::ptrdiff_t(b) * T * C + std::ptrdiff_t(h) * hs;
-      const float* y = out.data() + std::ptrdiff_t(b) * T * C + std::ptrdiff_t(h) * hs;
-      const float* L = lse.data() + (std::ptrdiff_t(b) * H + h) * T;
-      for (int t = 0; t < T; ++t) {
-        float dot = 0;
-        for (int e = 0; e < hs; ++e) dot += dy[t * C + e] * y[t * C + e];
-        delta[std::size_t(t)] = dot;
-      }
-      std::fill(dq.begin(), dq.end(), 0.0f);
+    for (int g = 0; g < KV; ++g) {
+      const std::ptrdiff_t base = std::ptrdiff_t(b) * T * row;
+      const float* k = qkv.data() + base + heads.k_col_of(g);
+      const float* v = qkv.data() + base + heads.v_col_of(g);
       std::fill(dk.begin(), dk.end(), 0.0f);
       std::fill(dv.begin(), dv.end(), 0.0f);
-      for (int t = 0; t < T; ++t)
-        for (int j = 0; j <= t; ++j) {
-          float qk = 0, dp = 0;
-          for (int e = 0; e < hs; ++e) {
-            qk += q[t * row + e] * k[j * row + e];
-            dp += dy[t * C + e] * v[j * row + e];
-          }
-          const float pr = std::exp2(qk * scale * float(trainkit::model::detail::flash_log2e) -
-                                     L[t] * float(trainkit::model::detail::flash_log2e));
-          const float ds = pr * (dp - delta[std::size_t(t)]) * scale;
-          const float pb = bf16_round(pr), dsb = bf16_round(ds);
-          for (int e = 0; e < hs; ++e) {
-            dv[std::size_t(j) * hs + e] += pb * dy[t * C + e];
-            dk[std::size_t(j) * hs + e] += dsb * q[t * row + e];
-            dq[std::size_t(t) * hs + e] += dsb * k[j * row + e];
-          }
+      for (int member = 0; member < heads.group(); ++member) {
+        const int h = heads.first_query_head(g) + member;
+        const float* q = qkv.data() + base + heads.q_col(h);
+        const float* dy = dout.data() + std::ptrdiff_t(b) * T * C + heads.q_col(h);
+        const float* y = out.data() + std::ptrdiff_t(b) * T * C + heads.q_col(h);
+        const float* L = lse.data() + (std::ptrdiff_t(b) * H + h) * T;
+        for (int t = 0; t < T; ++t) {
+          float dot = 0;
+          for (int e = 0; e < hs; ++e) dot += dy[t * C + e] * y[t * C + e];
+          delta[std::size_t(t)] = dot;
         }
+        std::fill(dq.begin(), dq.end(), 0.0f);
+        for (int t = 0; t < T; ++t)
+          for (int j = 0; j <= t; ++j) {
+            float qk = 0, dp = 0;
+            for (int e = 0; e < hs; ++e) {
+              qk += q[t * row + e] * k[j * row + e];
+              dp += dy[t * C + e] * v[j * row + e];
+            }
+            const float pr =
+                std::exp2(qk * scale * float(d::flash_log2e) - L[t] * float(d::flash_log2e));
+            const float ds = pr * (dp - delta[std::size_t(t)]) * scale;
+            const float pb = bf16_round(pr), dsb = bf16_round(ds);
+            for (int e = 0; e < hs; ++e) {
+              dv[std::size_t(j) * hs + e] += pb * dy[t * C + e];
+              dk[std::size_t(j) * hs + e] += dsb * q[t * row + e];
+              dq[std::size_t(t) * hs + e] += dsb * k[j * row + e];
+            }
+          }
+        for (int t = 0; t < T; ++t)
+          for (int e = 0; e < hs; ++e)
+            dqkv[std::size_t(base + t * row + heads.q_col(h) + e)] =
+                bf16_round(dq[std::size_t(t) * hs + e]);
+      }
       for (int t = 0; t < T; ++t)
         for (int e = 0; e < hs; ++e) {
-          dqkv[std::size_t(head + t * row + e)] = bf16_round(dq[std::size_t(t) * hs + e]);
-          dqkv[std::size_t(head + t * row + C + e)] = bf16_round(dk[std::size_t(t) * hs + e]);
-          dqkv[std::size_t(head + t * row + 2 * C + e)] = bf16_round(dv[std::size_t(t) * hs + e]);
+          dqkv[std::size_t(base + t * row + heads.k_col_of(g) + e)] =
+              bf16_round(dk[std::size_t(t) * hs + e]);
+          dqkv[std::size_t(base + t * row + heads.v_col_of(g) + e)] =
+              bf16_round(dv[std::size_t(t) * hs + e]);
         }
     }
 }

@@ -1,7 +1,9 @@
 // GPU tests of the cuDNN fused attention (model/cuda/cudnn_attention.hpp, compiled by g++ in the
 // trainkit_cudnn_engine object, reached through its registration as gpt2_cuda reaches it) against
 // the naive CPU attention (out, dq, dk, dv) and the CPU flash twin (the softmax statistics), and of
-// its graph cache: one graph per shape and pass.
+// its graph cache: one graph per shape and pass. Grouped-query attention (KV < H) through the naive
+// reference on the qkv with repeated k, v heads, dk and dv summed back over each group
+// (gqa_expand.hpp).
 #include "trainkit/model/cuda/attention_engine.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <stdexcept>
 
 #include "gpu_test_support.cuh"
+#include "gqa_expand.hpp"
 #include "reference.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
 
@@ -25,45 +28,43 @@ namespace {
 constexpr double tol_chain = 2e-2;  // bf16 in, bf16 P in the products, bf16 out
 constexpr double tol_lse = 1e-3;
 
-fvec part_of_dqkv(const fvec& dqkv, int BT, int C, int part) {
-  fvec out(std::size_t(BT) * C);
-  for (std::size_t r = 0; r < std::size_t(BT); ++r)
-    for (int c = 0; c < C; ++c) out[r * C + c] = dqkv[r * 3 * C + part * C + c];
-  return out;
-}
-
 std::unique_ptr<k::attention_engine> make_engine() {
   const k::attention_engine_factory make = k::cudnn_attention_factory();
   if (!make) throw std::logic_error("cudnn_engine.cpp is not linked into this test");
   return make(/*deterministic=*/true);
 }
 
-void check_cudnn_attention(k::attention_engine& att, int B, int T, int C, int H,
-                           std::uint64_t seed) {
+void check_cudnn_attention(k::attention_engine& att, int B, int T, int C, int H, std::uint64_t seed,
+                           int kv = 0) {
+  const int KV = kv ? kv : H, hs = C / H, BT = B * T;
   std::mt19937_64 rng(seed);
   const std::size_t n = std::size_t(B) * T * C, nl = std::size_t(B) * H * T;
-  const fvec qkv = random_bf16(3 * n, rng, 1.5f), dout = random_bf16(n, rng);
-  fvec exp_out, exp_att, exp_dqkv;
-  ref::attention_forward(exp_out, exp_att, qkv, B, T, C, H);
-  ref::attention_backward(exp_dqkv, dout, qkv, exp_att, B, T, C, H);
+  const std::size_t nqkv = std::size_t(BT) * (C + 2 * KV * hs);
+  const fvec qkv = random_bf16(nqkv, rng, 1.5f), dout = random_bf16(n, rng);
+  const fvec mha = expand_gqa(qkv, BT, H, KV, hs);  // itself when KV = H
+  fvec exp_out, exp_att, dmha;
+  ref::attention_forward(exp_out, exp_att, mha, B, T, C, H);
+  ref::attention_backward(dmha, dout, mha, exp_att, B, T, C, H);
+  const fvec exp_dqkv = fold_gqa_gradient(dmha, BT, H, KV, hs);
   fvec twin_out(n), exp_lse(nl);
   trainkit::model::detail::flash_attention_forward_reference(twin_out.data(), exp_lse.data(),
-                                                             qkv.data(), B, T, C, H);
+                                                             qkv.data(), B, T, C, H, KV);
 
   auto d_qkv = to_device(qkv), d_dout = to_device(dout);
-  auto out = poisoned(n), dqkv = poisoned(3 * n);
+  auto out = poisoned(n), dqkv = poisoned(nqkv);
   auto lse = poisoned_f32(nl);
-  att.forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, 0);
-  EXPECT_LT(relative_error(to_host(out), exp_out), tol_chain) << "out, T=" << T << " C=" << C;
+  att.forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, KV, 0);
+  EXPECT_LT(relative_error(to_host(out), exp_out), tol_chain)
+      << "out, T=" << T << " C=" << C << " KV=" << KV;
   EXPECT_LT(relative_error(to_host_raw(lse), exp_lse), tol_lse) << "lse, T=" << T;
-  att.backward(dev(dqkv), dev(d_dout), dev(d_qkv), dev(out), lse.data(), B, T, C, H, 0);
+  att.backward(dev(dqkv), dev(d_dout), dev(d_qkv), dev(out), lse.data(), B, T, C, H, KV, 0);
   const fvec dqkv_h = to_host(dqkv);
   for (int part = 0; part < 3; ++part)
-    EXPECT_LT(relative_error(part_of_dqkv(dqkv_h, B * T, C, part),
-                             part_of_dqkv(exp_dqkv, B * T, C, part)),
+    EXPECT_LT(relative_error(part_of_gqa(dqkv_h, BT, H, KV, hs, part),
+                             part_of_gqa(exp_dqkv, BT, H, KV, hs, part)),
               tol_chain)
         << "d"
-        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H;
+        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H << " KV=" << KV;
 }
 
 // Linking cudnn_engine.cpp is what registers the engine: no device needed to see it.
@@ -78,6 +79,18 @@ TEST(CudaCudnnAttention, MatchesCpuAttentionHead64And128) {
   check_cudnn_attention(att, 2, 67, 128, 2, 31);    // hs 64, T off the tile
   check_cudnn_attention(att, 1, 256, 768, 12, 32);  // GPT-2 width
   check_cudnn_attention(att, 2, 129, 256, 2, 33);   // hs 128
+}
+
+// Grouped-query attention: Llama d12's heads (12 and 6, hs 64), groups of 3, one KV head, hs 128.
+TEST(CudaCudnnAttention, MatchesCpuAttentionWithGroupedQueries) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  auto engine = make_engine();
+  k::attention_engine& att = *engine;
+  check_cudnn_attention(att, 1, 256, 768, 12, 37, /*kv=*/6);
+  check_cudnn_attention(att, 2, 67, 384, 6, 38, /*kv=*/2);
+  check_cudnn_attention(att, 1, 129, 256, 4, 39, /*kv=*/1);
+  check_cudnn_attention(att, 1, 96, 512, 4, 40, /*kv=*/2);
+  EXPECT_EQ(att.cached_graphs(), 8u) << "one graph per shape (KV included) and pass";
 }
 
 TEST(CudaCudnnAttention, BuildsOneGraphPerShapeAndPass) {
@@ -97,8 +110,10 @@ TEST(CudaCudnnAttention, RejectsBadShapesBeforeTouchingCudnn) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   auto engine = make_engine();
   k::attention_engine& att = *engine;
-  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 100, 3, 0), trainkit::config_error);
-  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 12, 1, 0), trainkit::config_error);
+  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 100, 3, 3, 0), trainkit::config_error);
+  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 12, 1, 1, 0), trainkit::config_error);
+  EXPECT_THROW(att.forward(nullptr, nullptr, nullptr, 1, 8, 256, 4, 3, 0),
+               trainkit::config_error);  // KV must divide H
 }
 
 }  // namespace

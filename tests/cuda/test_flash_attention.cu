@@ -9,7 +9,9 @@
 // the naive attention, and the kernels must come within 1.5× of it (a rounding flip here and there
 // from another fp32 summation order) and close to the port itself. Without a GPU: the port shows
 // that a slip of the kernel (the last query tile's diagonal block skipped) would exceed that
-// tolerance, where the former fixed 2e-2 let it pass at T = 1000.
+// tolerance, where the former fixed 2e-2 let it pass at T = 1000. Grouped-query attention (KV < H):
+// the naive reference runs on the qkv with its k, v heads repeated per query head and its dk, dv
+// are summed back over each group (gqa_expand.hpp), the port and the emulation take KV too.
 #include "trainkit/model/cuda/flash_attention.cuh"  // first: compiles on its own
 
 #include <gtest/gtest.h>
@@ -23,6 +25,7 @@
 #include "flash_mma_port.hpp"
 #include "flash_port.hpp"
 #include "gpu_test_support.cuh"
+#include "gqa_expand.hpp"
 #include "reference.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
@@ -48,41 +51,40 @@ struct port_errors {
   double d_error[3] = {};  // dq, dk, dv against the naive backward
 };
 
-fvec part_of_dqkv(const fvec& dqkv, int BT, int C, int part) {
-  fvec out(std::size_t(BT) * C);
-  for (std::size_t r = 0; r < std::size_t(BT); ++r)
-    for (int c = 0; c < C; ++c) out[r * C + c] = dqkv[r * 3 * C + part * C + c];
-  return out;
-}
-
 /// Inputs of one case: bf16 values; spread 1.5 gives peaked rows, so the running maximum moves
-/// between key tiles.
+/// between key tiles. KV 0: as many key/value heads as query heads (GPT-2).
 struct attention_case {
-  int B, T, C, H;
+  int B, T, C, H, KV;
   fvec qkv, dout, exp_out, exp_att, exp_dqkv;
-  attention_case(int b, int t, int c, int h, std::uint64_t seed) : B(b), T(t), C(c), H(h) {
+  attention_case(int b, int t, int c, int h, std::uint64_t seed, int kv = 0)
+      : B(b), T(t), C(c), H(h), KV(kv ? kv : h) {
     std::mt19937_64 rng(seed);
     const std::size_t n = std::size_t(B) * T * C;
-    qkv = random_bf16(3 * n, rng, 1.5f);
+    qkv = random_bf16(std::size_t(B) * T * row(), rng, 1.5f);
     dout = random_bf16(n, rng);
-    ref::attention_forward(exp_out, exp_att, qkv, B, T, C, H);
-    ref::attention_backward(exp_dqkv, dout, qkv, exp_att, B, T, C, H);
+    const fvec mha = expand_gqa(qkv, B * T, H, KV, C / H);  // itself when KV = H
+    fvec dmha;
+    ref::attention_forward(exp_out, exp_att, mha, B, T, C, H);
+    ref::attention_backward(dmha, dout, mha, exp_att, B, T, C, H);
+    exp_dqkv = fold_gqa_gradient(dmha, B * T, H, KV, C / H);
   }
+  int row() const { return C + 2 * KV * (C / H); }
+  fvec part(const fvec& dqkv, int p) const { return part_of_gqa(dqkv, B * T, H, KV, C / H, p); }
 };
 
 port_errors run_port(const attention_case& a, bool skip_last_diagonal = false) {
   port_errors p;
-  flash_forward_port(p.out, p.lse, a.qkv, a.B, a.T, a.C, a.H, skip_last_diagonal);
-  flash_backward_port(p.dqkv, a.dout, a.qkv, p.out, p.lse, a.B, a.T, a.C, a.H);
+  flash_forward_port(p.out, p.lse, a.qkv, a.B, a.T, a.C, a.H, a.KV, skip_last_diagonal);
+  flash_backward_port(p.dqkv, a.dout, a.qkv, p.out, p.lse, a.B, a.T, a.C, a.H, a.KV);
   p.out_error = relative_error(p.out, a.exp_out);
   for (int part = 0; part < 3; ++part)
-    p.d_error[part] = relative_error(part_of_dqkv(p.dqkv, a.B * a.T, a.C, part),
-                                     part_of_dqkv(a.exp_dqkv, a.B * a.T, a.C, part));
+    p.d_error[part] = relative_error(a.part(p.dqkv, part), a.part(a.exp_dqkv, part));
   return p;
 }
 
-void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
-  const attention_case a(B, T, C, H, seed);
+void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed, int kv = 0) {
+  const attention_case a(B, T, C, H, seed, kv);
+  const int KV = a.KV;
   const fvec& qkv = a.qkv;
   const fvec& dout = a.dout;
   const fvec& exp_out = a.exp_out;
@@ -91,12 +93,12 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
   const port_errors port = run_port(a);
   fvec twin_out(n), exp_lse(nl);
   trainkit::model::detail::flash_attention_forward_reference(twin_out.data(), exp_lse.data(),
-                                                             qkv.data(), B, T, C, H);
+                                                             qkv.data(), B, T, C, H, KV);
 
   auto d_qkv = to_device(qkv), d_dout = to_device(dout);
-  auto out = poisoned(n), dqkv = poisoned(3 * n);
+  auto out = poisoned(n), dqkv = poisoned(std::size_t(B) * T * a.row());
   auto lse = poisoned_f32(nl), delta = poisoned_f32(nl), dq_accum = poisoned_f32(n);
-  k::flash_attention_forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, 0);
+  k::flash_attention_forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, KV, 0);
   const fvec out_h = to_host(out);
   EXPECT_LT(relative_error(out_h, exp_out), sized_tolerance(port.out_error))
       << "out, T=" << T << " C=" << C << "; the port's error is " << port.out_error;
@@ -104,7 +106,7 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
   EXPECT_LT(relative_error(to_host_raw(lse), exp_lse), tol_lse) << "lse, T=" << T;
   // The forward kernel against its lane-level emulation: same fragments, same roundings.
   fvec emu_out, emu_lse;
-  flash_forward_mma_port(emu_out, emu_lse, qkv, B, T, C, H);
+  flash_forward_mma_port(emu_out, emu_lse, qkv, B, T, C, H, KV);
   EXPECT_LT(relative_error(out_h, emu_out), mma_port_rounding_distance)
       << "out vs the emulation, T=" << T << " C=" << C << " H=" << H;
   {
@@ -117,16 +119,15 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed) {
   }
 
   k::flash_attention_backward(dev(dqkv), delta.data(), dq_accum.data(), dev(d_dout), dev(d_qkv),
-                              dev(out), lse.data(), B, T, C, H, 0);
+                              dev(out), lse.data(), B, T, C, H, KV, 0);
   const fvec dqkv_h = to_host(dqkv);
   for (int part = 0; part < 3; ++part) {
-    const fvec got = part_of_dqkv(dqkv_h, B * T, C, part);
-    EXPECT_LT(relative_error(got, part_of_dqkv(exp_dqkv, B * T, C, part)),
-              sized_tolerance(port.d_error[part]))
+    const fvec got = a.part(dqkv_h, part);
+    EXPECT_LT(relative_error(got, a.part(exp_dqkv, part)), sized_tolerance(port.d_error[part]))
         << "d"
-        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H << "; the port's error is "
-        << port.d_error[part];
-    EXPECT_LT(relative_error(got, part_of_dqkv(port.dqkv, B * T, C, part)), port.d_error[part])
+        << "qkv"[part] << ", T=" << T << " C=" << C << " H=" << H << " KV=" << KV
+        << "; the port's error is " << port.d_error[part];
+    EXPECT_LT(relative_error(got, a.part(port.dqkv, part)), port.d_error[part])
         << "d"
         << "qkv"[part] << " vs the port";
   }
@@ -170,6 +171,21 @@ TEST(CudaFlashAttention, Head64TrainingShape) {
   check_flash_attention(1, 1024, 768, 12, 25);
 }
 
+// Grouped-query attention: Llama d12's heads (12 query heads, 6 KV heads, hs 64) at T = 1024;
+// groups of 3 and 4 (one KV head: multi-query) with ragged T; head size 128 with groups of 2.
+TEST(CudaFlashAttention, GroupedQueryLlamaD12Shape) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(1, 1024, 768, 12, 41, /*kv=*/6);
+}
+
+TEST(CudaFlashAttention, GroupedQueryRaggedAndMultiQuery) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(2, 67, 384, 6, 42, /*kv=*/2);   // groups of 3
+  check_flash_attention(1, 200, 256, 4, 43, /*kv=*/1);  // one KV head
+  check_flash_attention(2, 17, 256, 4, 44, /*kv=*/2);   // shorter than a tile
+  check_flash_attention(1, 129, 512, 4, 45, /*kv=*/2);  // head size 128
+}
+
 // No device: the sized tolerance would catch a kernel that skips the last query tile's diagonal
 // block (the keys nearest the last queries), at the training shape and at T = 1000; the former
 // fixed 2e-2 is printed beside it.
@@ -191,9 +207,12 @@ TEST(CudaFlashAttention, SizedToleranceCatchesASkippedDiagonalBlockOnTheCpuPort)
 
 TEST(CudaFlashAttention, RejectsHeadSizesNotBuilt) {
   // No device needed: the shape check runs before any launch.
-  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 96, 1, 0),
+  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 96, 1, 1, 0),
                trainkit::config_error);
-  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 128, 3, 0),
+  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 128, 3, 3, 0),
+               trainkit::config_error);
+  // KV must divide H.
+  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 256, 4, 3, 0),
                trainkit::config_error);
 }
 

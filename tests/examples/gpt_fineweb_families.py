@@ -13,8 +13,8 @@ Small CPU runs (d2, one thread, the embedded corpus unless a mode writes its own
             ignored); --muon-lr reaches the run (another rate, other losses).
   refusals  one line on stderr naming the flag and exit 2: --resume from a checkpoint of another
             --arch, --optimizer or Llama shape; a Llama flag with gpt2, a Muon flag with adamw;
-            --device cuda with llama or muon; llm.c files with llama; --export-hf of a variant HF
-            cannot hold; a preset of the other family; Muon's sharded state with async checkpoints.
+            --device cuda with muon, and with llama what its CUDA model lacks (--attention naive,
+            --cuda-graph); llm.c files with llama; --export-hf of a variant HF cannot hold; a preset of the other family; Muon's sharded state with async checkpoints.
   hf        a Llama trained by the program and written with --export-hf loads back: an independent
             numpy Llama (tests/model/hf_llama_check.py, numpy + safetensors only) computes from the
             folder the validation loss the program printed for the same tokens, to 1e-4, and
@@ -206,11 +206,20 @@ class Runner:
                  r"^gpt_fineweb: error: --model d36 is not a preset of --arch llama")
         self.run(SMALL[2:] + ["--steps", "1", "--arch", "gpt2", "--model", "d20"], 2,
                  r"^gpt_fineweb: error: --model d20 is not a preset of --arch gpt2")
-        # No CUDA policy for either yet (a build without nvcc refuses --device cuda itself).
+        # --arch llama has a CUDA model: without a GPU the run ends at the device check, after
+        # its flags were checked (a build without nvcc refuses --device cuda itself). What
+        # llama_cuda lacks is refused naming the flag, before the device is looked for.
         no_cuda = r"--device cuda: this build has no CUDA support"
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama"], 2,
-                 r"^gpt_fineweb: error: (--device cuda: --arch llama has no CUDA model yet|%s)"
-                 % no_cuda)
+                 r"^gpt_fineweb: error: (--device cuda: no CUDA device found|%s)$" % no_cuda)
+        self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama", "--attention",
+                          "naive"], 2,
+                 r"^gpt_fineweb: error: (--attention naive: --arch llama's CUDA model runs "
+                 r"grouped-query attention with flash or cudnn only|%s)" % no_cuda)
+        self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama", "--cuda-graph"],
+                 2, r"^gpt_fineweb: error: (--cuda-graph: --arch llama's CUDA model has no CUDA "
+                 r"graphs yet|%s)" % no_cuda)
+        # No CUDA optimizer for Muon yet.
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--optimizer", "muon"], 2,
                  r"^gpt_fineweb: error: (--device cuda: --optimizer muon has no CUDA optimizer "
                  r"yet|%s)" % no_cuda)

@@ -9,6 +9,11 @@
 // Slips planted while writing this (each reverted): K's ldmatrix column ldsm_bt_col taking
 // lane / 16, the A/V row mapping ldsm_a_row taking lane / 16, the diagonal test col < row, and O
 // rescaled by the other row's factor — each fails the fp32-twin cases (out off by 3 to 8, or NaN).
+// Grouped-query attention (KV < H): the emulation takes K and V at the offsets the kernel takes
+// (detail/attention_heads.hpp) and must still be the twin. Both read the one head map, so a slip
+// in the map itself moves them together: that is caught where the twin is held to llama_cpu's
+// naive GQA attention (test_flash_attention_reference). Planted here (reverted): the emulation's K
+// pointer taken at q + C, GPT-2's offset, fails the GQA cases (out off by ~2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,30 +61,34 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 struct shape {
-  int B, T, C, H;
+  int B, T, C, H, KV = 0;  // KV 0: as many as H
+  int kv() const { return KV ? KV : H; }
+  std::size_t qkv_size() const { return std::size_t(B) * T * (C + 2 * kv() * (C / H)); }
 };
 
 void check_against_twin(shape s, unsigned seed) {
-  const auto [B, T, C, H] = s;
+  const int B = s.B, T = s.T, C = s.C, H = s.H, KV = s.kv();
   // Spread 1.5: peaked rows, so the running maximum moves between key tiles and the rescale
   // matters.
-  const auto qkv = random_bf16(std::size_t(B) * T * 3 * C, seed, 1.5f);
+  const auto qkv = random_bf16(s.qkv_size(), seed, 1.5f);
   std::vector<float> out, lse;
-  tg::flash_forward_mma_port(out, lse, qkv, B, T, C, H, {.round_p = false, .round_out = false});
+  tg::flash_forward_mma_port(out, lse, qkv, B, T, C, H, KV, {.round_p = false, .round_out = false});
   std::vector<float> twin_out(std::size_t(B) * T * C), twin_lse(std::size_t(B) * H * T);
-  d::flash_attention_forward_reference(twin_out.data(), twin_lse.data(), qkv.data(), B, T, C, H);
+  d::flash_attention_forward_reference(twin_out.data(), twin_lse.data(), qkv.data(), B, T, C, H,
+                                       KV);
   const double e_out = max_abs_diff(out, twin_out), e_lse = max_abs_diff(lse, twin_lse);
-  std::printf("T=%d hs=%d: |out - twin| %.2e, |lse - twin| %.2e\n", T, C / H, e_out, e_lse);
+  std::printf("T=%d hs=%d H=%d KV=%d: |out - twin| %.2e, |lse - twin| %.2e\n", T, C / H, H, KV,
+              e_out, e_lse);
   EXPECT_LT(e_out, tol_out_fp32) << "out, T=" << T << " hs=" << C / H;
   EXPECT_LT(e_lse, tol_lse_fp32) << "lse, T=" << T << " hs=" << C / H;
 }
 
 void check_against_rounding_port(shape s, unsigned seed) {
-  const auto [B, T, C, H] = s;
-  const auto qkv = random_bf16(std::size_t(B) * T * 3 * C, seed, 1.5f);
+  const int B = s.B, T = s.T, C = s.C, H = s.H, KV = s.kv();
+  const auto qkv = random_bf16(s.qkv_size(), seed, 1.5f);
   std::vector<float> out, lse, port_out, port_lse;
-  tg::flash_forward_mma_port(out, lse, qkv, B, T, C, H);
-  tg::flash_forward_port(port_out, port_lse, qkv, B, T, C, H);
+  tg::flash_forward_mma_port(out, lse, qkv, B, T, C, H, KV);
+  tg::flash_forward_port(port_out, port_lse, qkv, B, T, C, H, KV);
   // Both round P and out to bf16 at the same places; another fp32 summation order flips a
   // rounding of P now and then (a bf16 ulp of P, times V, over l: up to ~5e-3 on one output)
   // or of out (one bf16 ulp). Measured: a relative (L2) distance of 1.1e-4 (T 1024, hs 64) and
@@ -113,6 +122,20 @@ TEST(FlashMmaPort, MatchesTheFp32TwinAtRaggedT) {
   check_against_twin({1, 17, 256, 2}, 9);
   check_against_twin({1, 1024, 128, 1}, 10);
   check_against_twin({1, 129, 256, 2}, 11);
+}
+
+// Grouped queries: groups of 2, 3 and 4 (one KV head), head sizes 64 and 128, T on and off the
+// tile and under it.
+TEST(FlashMmaPort, MatchesTheFp32TwinWithGroupedQueries) {
+  check_against_twin({1, 256, 256, 4, 2}, 31);  // hs 64, groups of 2
+  check_against_twin({2, 67, 384, 6, 2}, 32);   // groups of 3, ragged T
+  check_against_twin({1, 129, 512, 4, 1}, 33);  // hs 128, one KV head
+  check_against_twin({1, 17, 256, 4, 1}, 34);   // shorter than a tile
+}
+
+TEST(FlashMmaPort, MatchesTheRoundingPortWithGroupedQueries) {
+  check_against_rounding_port({1, 1000, 256, 4, 2}, 35);
+  check_against_rounding_port({1, 130, 384, 6, 3}, 36);
 }
 
 TEST(FlashMmaPort, MatchesTheRoundingPortWithTheKernelsRoundings) {

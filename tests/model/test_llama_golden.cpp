@@ -73,6 +73,28 @@ TEST(LlamaGolden, EveryParameterGradientMatchesTransformers) {
   expect_per_tensor(m.config(), m.gradients(), g.grads, "gradient");
 }
 
+// The head-size-64 set (make_llama_golden.py --hs64) the CUDA model is held to (test_cuda_llama):
+// llama_cpu matches it too, so the two tests share a reference that does not depend on either.
+TEST(LlamaGolden, HeadSize64SetMatchesTransformers) {
+  const llama_golden_fixture g = trainkit::test_golden::load_llama_golden("hs64");
+  EXPECT_EQ(g.config.head_size(), 64);
+  EXPECT_TRUE(g.params_after_3.empty());
+  auto m = model_of(g);
+  const auto logits = m.forward_logits(g.inputs, g.batch, g.seq);
+  const std::size_t V = std::size_t(g.config.vocab_size),
+                    Vp = std::size_t(g.config.padded_vocab_size);
+  std::vector<float> real;
+  for (std::size_t r = 0; r < logits.size() / Vp; ++r)
+    real.insert(real.end(), logits.begin() + std::ptrdiff_t(r * Vp),
+                logits.begin() + std::ptrdiff_t(r * Vp + V));
+  ASSERT_EQ(real.size(), g.logits.size());
+  EXPECT_LE(relative_error(real.data(), g.logits.data(), real.size()), fp32_tolerance);
+  m.zero_grad();
+  const float loss = m.forward_backward(batch_of(g), 1.0f);
+  EXPECT_NEAR(loss, g.loss, fp32_tolerance * g.loss);
+  expect_per_tensor(m.config(), m.gradients(), g.grads, "gradient");
+}
+
 TEST(LlamaGolden, ParametersAfterThreeAdamwStepsMatchTorch) {
   const llama_golden_fixture g = trainkit::test_golden::load_llama_golden();
   auto m = model_of(g);

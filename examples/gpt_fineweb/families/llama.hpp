@@ -8,7 +8,10 @@
 // LlamaForCausalLM folder, model/hf_llama.hpp) and written with --export-hf. llm.c model files
 // hold GPT-2 only, so --init-from FILE and --export FILE are refused naming the flag, and so is
 // an --export-hf of a variant transformers' Llama cannot compute (ReLU², QK-norm), before the run.
-// No CUDA policy yet: train/cuda.cu refuses `--device cuda --arch llama` (families/family.hpp).
+// On CUDA the model is llama_cuda (bf16, cuBLASLt, flash or cuDNN attention with GQA), started from
+// a preset; --attention naive and --cuda-graph are refused naming the flag (llama_cuda has
+// neither), and so are the llm.c files, as on the CPU (Hugging Face folders go through --device cpu
+// or the import-hf / export-hf commands, as for GPT-2).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -153,4 +156,91 @@ struct host_policies<llama_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-// No `cuda_policies<llama_family>` yet: train/cuda.cu refuses --device cuda for --arch llama.
+#if defined(__CUDACC__)
+#include <trainkit/model/llama_cuda.hpp>
+
+namespace gpt_fineweb {
+
+/// --device cuda: llama_cuda. Its options are checked when it is made (phase 1, no device).
+template <>
+struct cuda_policies<llama_family> {
+  using is_defined = void;
+  using model_type = trainkit::model::llama_cuda;
+
+  trainkit::model::llama_cuda_options options;
+
+  cuda_policies(const train_options& o, const llama_family::flags& f)
+      : options(cuda_model_options(o)), flags_(f) {}
+
+  /// The --model preset with the shape flags; refuses the llm.c files (GPT-2 only).
+  trainkit::model::llama_config model_config(const train_options& o) const {
+    namespace tk = trainkit;
+    if (!o.init_from.empty())
+      throw tk::config_error("--init-from " + o.init_from +
+                             ": llm.c model files hold GPT-2 only; start --arch llama from a "
+                             "preset, or from a Hugging Face folder with --device cpu");
+    if (!o.export_path.empty())
+      throw tk::config_error("--export " + o.export_path +
+                             ": llm.c model files hold GPT-2 only; write --arch llama with "
+                             "--export-hf DIR (--device cpu)");
+    return llama_family::config(o.model, flags_);
+  }
+  model_type make_model(const train_options& o, const trainkit::model::llama_config& cfg) const {
+    return model_type(cfg, o.seed, options);
+  }
+  std::string describe(const model_type& m) const {
+    const char* attention[] = {"naive", "flash", "cudnn"};
+    return " | " + m.device_name() + " | attention " + attention[int(options.attention)] + " | " +
+           m.memory_report().to_string();
+  }
+  void after_run(const model_type& m, std::ostream& out) const {
+    if (m.matmul_fallbacks() > 0)
+      out << "note: " << m.matmul_fallbacks()
+          << " GEMM epilogues ran through fallback kernels (no fused cuBLASLt algorithm)\n";
+  }
+  void export_model(const train_options&, const model_type&, std::ostream&) const {
+    // --export is refused by model_config, --export-hf by train_options::validate.
+  }
+
+ private:
+  /// The model's options from the flags, checked without touching the device. --attention auto:
+  /// cuDNN where this program links it (deterministic), else trainkit's flash kernels.
+  static trainkit::model::llama_cuda_options cuda_model_options(const train_options& o) {
+    namespace tk = trainkit;
+    if (o.cuda_graph)
+      throw tk::config_error("--cuda-graph: --arch llama's CUDA model has no CUDA graphs yet");
+    std::string attention = o.attention;
+    if (attention == "auto") {
+#if defined(TRAINKIT_HAS_CUDNN_FRONTEND)
+      attention = "cudnn";
+#else
+      attention = "flash";
+#endif
+    }
+    tk::model::llama_cuda_options mo;
+    if (attention == "naive")
+      throw tk::config_error(
+          "--attention naive: --arch llama's CUDA model runs grouped-query attention with flash or "
+          "cudnn only");
+    if (attention == "cudnn") {
+#if !defined(TRAINKIT_HAS_CUDNN_FRONTEND)
+      throw tk::config_error(
+          "--attention cudnn: this gpt_fineweb was built without cuDNN attention (configure "
+          "with -DTRAINKIT_GPT_FINEWEB_CUDNN=ON after pip install nvidia-cudnn-frontend)");
+#endif
+      mo.attention = tk::model::gpt2_attention::cudnn;
+      mo.deterministic = true;
+    } else {  // flash: its dQ atomics are not bit-reproducible
+      mo.attention = tk::model::gpt2_attention::flash;
+      mo.deterministic = false;
+    }
+    mo.batch_size = o.batch;  // size the activation arena once, up front
+    mo.seq_len = o.seq;
+    return mo;
+  }
+
+  llama_family::flags flags_;
+};
+
+}  // namespace gpt_fineweb
+#endif  // __CUDACC__

@@ -205,7 +205,9 @@ class gpt2_cuda {
     // cuDNN's plans for the shape say what workspace they need: planned in the arena (and so in
     // memory_report()), not allocated behind it.
     const std::size_t attention_ws =
-        cudnn_ ? cudnn_->plan_workspace(nb, nt, config_.channels, config_.num_heads) : 0;
+        cudnn_
+            ? cudnn_->plan_workspace(nb, nt, config_.channels, config_.num_heads, config_.num_heads)
+            : 0;
     plan_ = plan_gpt2_cuda_arena(config_, nb, nt, options_.recompute, options_.attention,
                                  attention_ws);
     if (cudnn_) cudnn_->use_workspace(nullptr, 0);  // not into the arena about to be freed
@@ -670,10 +672,10 @@ class gpt2_cuda {
         kernels::attention_forward(*blas_, v.atty, qkv, attention_views(v), B, T, C, H, s);
         return;
       case gpt2_attention::flash:
-        kernels::flash_attention_forward(v.atty, v.lse, qkv, B, T, C, H, s);
+        kernels::flash_attention_forward(v.atty, v.lse, qkv, B, T, C, H, H, s);
         return;
       case gpt2_attention::cudnn:
-        cudnn_->forward(v.atty, v.lse, qkv, B, T, C, H, s);
+        cudnn_->forward(v.atty, v.lse, qkv, B, T, C, H, H, s);
         return;
     }
   }
@@ -688,10 +690,10 @@ class gpt2_cuda {
       case gpt2_attention::flash:
         kernels::flash_attention_backward(dqkv, slot<float>(plan_.att_delta),
                                           slot<float>(plan_.dq_accum), datty, v.qkvr, v.atty, v.lse,
-                                          B, T, C, H, s);
+                                          B, T, C, H, H, s);
         return;
       case gpt2_attention::cudnn:
-        cudnn_->backward(dqkv, datty, v.qkvr, v.atty, v.lse, B, T, C, H, s);
+        cudnn_->backward(dqkv, datty, v.qkvr, v.atty, v.lse, B, T, C, H, H, s);
         return;
     }
   }

@@ -15,5 +15,9 @@ float train_step_b();
 /// the test. Defined in unit_a.cu and unit_b.cu.
 const void* llama_kernels_a();
 const void* llama_kernels_b();
+/// One forward_backward of a Llama d2 (llama_cuda, flash attention with GQA) on device 0; the
+/// loss, or -1 without a device. Defined in unit_a.cu and unit_b.cu.
+float llama_step_a();
+float llama_step_b();
 
 }  // namespace link_test

@@ -15,10 +15,14 @@ int main() {
     std::printf("cuda link: two CUDA units and the umbrella linked (no device: not run)\n");
     return 0;
   }
-  if (a != b) {
-    std::printf("cuda link: units disagree: loss %.6f vs %.6f\n", double(a), double(b));
+  const float la = link_test::llama_step_a();
+  const float lb = link_test::llama_step_b();
+  if (a != b || la != lb) {
+    std::printf("cuda link: units disagree: loss %.6f vs %.6f, llama %.6f vs %.6f\n", double(a),
+                double(b), double(la), double(lb));
     return 1;
   }
-  std::printf("cuda link: two CUDA units and the umbrella linked (loss %.6f in both)\n", double(a));
+  std::printf("cuda link: two CUDA units and the umbrella linked (loss %.6f in both, llama %.6f)\n",
+              double(a), double(la));
   return 0;
 }

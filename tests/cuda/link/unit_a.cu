@@ -1,6 +1,6 @@
 // tests/cuda/link/unit_a.cu — one of test_cuda_link's two CUDA translation units; both include
-// gpt2_cuda.hpp and adamw_cuda.hpp and instantiate every kernel, which a header with
-// external-linkage kernels cannot survive (multiple definitions at link time).
+// gpt2_cuda.hpp, llama_cuda.hpp and adamw_cuda.hpp and instantiate every kernel, which a header
+// with external-linkage kernels cannot survive (multiple definitions at link time).
 #include <cstdint>
 #include <vector>
 
@@ -9,6 +9,7 @@
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/model/cuda/llama_kernels.cuh"
 #include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/llama_cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace link_test {
@@ -43,6 +44,20 @@ float train_step_a() {
   const float loss = model.forward_backward(batch, 1.0f);
   trainkit::optim::clip_then_update<trainkit::device_memory>(1.0)(opt, model, 1e-3f);
   return loss;
+}
+
+float llama_step_a() {
+  if (trainkit::cuda::device_count() == 0) return -1.0f;
+  const trainkit::model::llama_config cfg = trainkit::model::llama_config::preset("d2");
+  trainkit::model::llama_cuda model(cfg, /*seed=*/7);  // flash attention, GQA
+  constexpr int B = 2, T = 16;
+  std::vector<std::int32_t> host(B * T);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = std::int32_t((i * 131 + 7) % 50257);
+  trainkit::cuda::device_buffer<std::int32_t> tokens(host.size());
+  trainkit::cuda::copy_to_device(tokens.data(), std::span<const std::int32_t>(host),
+                                 model.stream());
+  trainkit::batch_view<trainkit::device_memory> batch{tokens.data(), tokens.data(), B, T};
+  return model.forward_backward(batch, 1.0f);  // the loss comes from the forward: no atomics
 }
 
 }  // namespace link_test

@@ -8,6 +8,7 @@
 #include <trainkit/core/linalg/gemm_cublaslt.cuh>
 #include <trainkit/model/cuda/llama_kernels.cuh>
 #include <trainkit/model/gpt2_cuda.hpp>
+#include <trainkit/model/llama_cuda.hpp>
 #include <trainkit/optim/adamw_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
 

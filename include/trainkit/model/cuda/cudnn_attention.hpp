@@ -6,9 +6,13 @@
 // nvcc takes minutes over cudnn-frontend) and link trainkit::cudnn; its static initialiser
 // registers the engine, and gpt2_cuda finds it through kernels::cudnn_attention_factory().
 //
-// Same contract as flash_attention.cuh: q, k, v read in place from the QKV GEMM's (B, T, 3C)
-// output through strides (no permute), out (B, T, C), softmax statistics lse (B, H, T) fp32 in
-// natural log (cuDNN's "stats"), dqkv (B, T, 3C) assigned. One graph per (B, T, H, hs, pass),
+// Same contract as flash_attention.cuh: q, k, v read in place from the QKV GEMM's
+// (B, T, (H + 2·KV)·hs) output through strides (no permute), out (B, T, C), softmax statistics
+// lse (B, H, T) fp32 in natural log (cuDNN's "stats"), dqkv (same layout) assigned. Grouped-query
+// attention is cuDNN's own: K, V (and dK, dV) are declared with KV heads where Q has H, and its
+// SDPA maps query head h to k, v head h / (H / KV) and sums dK, dV over the group — the map of
+// detail/attention_heads.hpp, whose offsets the pointers and strides here come from. One graph
+// per (B, T, H, KV, hs, pass),
 // built on first use (validate, heuristics A then fallback, check_support, build_plans) and
 // cached. Workspace: `plan_workspace` returns the shape's need before any run, so gpt2_cuda plans
 // it in its arena and hands it over with `use_workspace`; a graph needing more (a shape never
@@ -40,6 +44,7 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/cuda/attention_engine.hpp"
+#include "trainkit/model/detail/attention_heads.hpp"
 
 namespace trainkit::model::kernels {
 
@@ -94,9 +99,10 @@ class cudnn_attention final : public attention_engine {
   std::size_t cached_graphs() const noexcept override { return graphs_.size(); }
 
   /// Builds the shape's forward and backward graphs; the larger workspace either needs.
-  std::size_t plan_workspace(int B, int T, int C, int H) override {
-    check_shape(B, T, C, H);
-    return std::max(graph_for(false, B, T, C, H).workspace, graph_for(true, B, T, C, H).workspace);
+  std::size_t plan_workspace(int B, int T, int C, int H, int KV) override {
+    check_shape(B, T, C, H, KV);
+    return std::max(graph_for(false, B, T, C, H, KV).workspace,
+                    graph_for(true, B, T, C, H, KV).workspace);
   }
   /// Graphs whose workspace fits in `bytes` run at `p` (gpt2_cuda: a slot of its arena).
   void use_workspace(void* p, std::size_t bytes) noexcept override {
@@ -108,51 +114,59 @@ class cudnn_attention final : public attention_engine {
   const void* workspace() const noexcept override { return workspace_.data(); }
   std::size_t own_workspace_bytes() const noexcept override { return workspace_.size(); }
 
-  /// out (B, T, C) and lse (B, H, T) from qkv (B, T, 3C), causal, scale 1/√hs.
-  void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,
+  /// out (B, T, C) and lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs), causal, scale 1/√hs.
+  void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H, int KV,
                cudaStream_t stream) override {
-    check_shape(B, T, C, H);
-    const planned& g = graph_for(false, B, T, C, H);
+    check_shape(B, T, C, H, KV);
+    const planned& g = graph_for(false, B, T, C, H, KV);
+    const detail::attention_heads heads{H, KV, C / H};
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
-        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
-        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + 2 * C)},
+        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + heads.k_col_of(0))},
+        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + heads.v_col_of(0))},
         {cudnn_detail::o_uid, out},
         {cudnn_detail::stats_uid, lse}};
     run(g, pack, stream);
   }
 
-  /// dqkv (B, T, 3C) assigned from dout (B, T, C), with the forward's qkv, out and lse.
+  /// dqkv (B, T, (H + 2·KV)·hs) assigned from dout (B, T, C), with the forward's qkv, out and
+  /// lse; dk and dv summed over each group.
   void backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                const float* lse, int B, int T, int C, int H, cudaStream_t stream) override {
-    check_shape(B, T, C, H);
-    const planned& g = graph_for(true, B, T, C, H);
+                const float* lse, int B, int T, int C, int H, int KV,
+                cudaStream_t stream) override {
+    check_shape(B, T, C, H, KV);
+    const planned& g = graph_for(true, B, T, C, H, KV);
+    const detail::attention_heads heads{H, KV, C / H};
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
-        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + C)},
-        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + 2 * C)},
+        {cudnn_detail::k_uid, const_cast<bf16_t*>(qkv + heads.k_col_of(0))},
+        {cudnn_detail::v_uid, const_cast<bf16_t*>(qkv + heads.v_col_of(0))},
         {cudnn_detail::o_uid, const_cast<bf16_t*>(out)},
         {cudnn_detail::stats_uid, const_cast<float*>(lse)},
         {cudnn_detail::do_uid, const_cast<bf16_t*>(dout)},
         {cudnn_detail::dq_uid, dqkv},
-        {cudnn_detail::dk_uid, dqkv + C},
-        {cudnn_detail::dv_uid, dqkv + 2 * C}};
+        {cudnn_detail::dk_uid, dqkv + heads.k_col_of(0)},
+        {cudnn_detail::dv_uid, dqkv + heads.v_col_of(0)}};
     run(g, pack, stream);
   }
 
  private:
   using graph_ptr = std::shared_ptr<cudnn_frontend::graph::Graph>;
-  using key = std::tuple<bool, int, int, int, int>;  // backward, B, T, H, hs
+  using key = std::tuple<bool, int, int, int, int, int>;  // backward, B, T, H, KV, hs
   struct planned {
     graph_ptr graph;
     std::size_t workspace = 0;  // bytes its execution needs
   };
 
-  static void check_shape(int B, int T, int C, int H) {
+  static void check_shape(int B, int T, int C, int H, int KV) {
     const char* name = "cudnn_attention";
-    cuda::require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
+    cuda::require(B > 0 && T > 0 && H > 0 && KV > 0, name, "B, T, H and KV must be positive");
     cuda::require(C % H == 0, name,
                   [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
+    cuda::require(H % KV == 0, name, [&] {
+      return "H = " + std::to_string(H) +
+             " query heads is not a multiple of KV = " + std::to_string(KV) + " key/value heads";
+    });
     const int hs = C / H;
     cuda::require(hs % 8 == 0 && hs <= 256, name, [&] {
       return "head size " + std::to_string(hs) + " (cuDNN needs a multiple of 8, at most 256)";
@@ -164,37 +178,39 @@ class cudnn_attention final : public attention_engine {
   void run(const planned& g, std::unordered_map<std::int64_t, void*>& pack, cudaStream_t stream) {
     void* ws = external_;
     if (g.workspace > external_bytes_) {
-      if (g.workspace > workspace_.size())
-        workspace_ = cuda::device_buffer<std::byte>(g.workspace);
+      if (g.workspace > workspace_.size()) workspace_ = cuda::device_buffer<std::byte>(g.workspace);
       ws = workspace_.data();
     }
     cudnn_detail::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
     cudnn_detail::check(g.graph->execute(handle_, pack, ws), "graph execute");
   }
 
-  const planned& graph_for(bool backward, int B, int T, int C, int H) {
+  const planned& graph_for(bool backward, int B, int T, int C, int H, int KV) {
     namespace fe = cudnn_frontend;
     const int hs = C / H;
-    const key k{backward, B, T, H, hs};
+    const key k{backward, B, T, H, KV, hs};
     if (auto it = graphs_.find(k); it != graphs_.end()) return it->second;
 
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
-    // Logical (B, H, T, hs); q, k, v are columns of the (B, T, 3C) rows, the rest (B, T, C).
-    const std::int64_t b = B, h = H, t = T, d = hs, c = C;
-    const std::vector<std::int64_t> dims{b, h, t, d};
-    const std::vector<std::int64_t> qkv_stride{t * 3 * c, d, 3 * c, 1};
+    // Logical (B, H, T, hs) for q, out and their gradients, (B, KV, T, hs) for k, v and theirs;
+    // q, k, v are columns of the (B, T, (H + 2·KV)·hs) rows, the rest (B, T, C).
+    const std::int64_t b = B, h = H, kv = KV, t = T, d = hs, c = C;
+    const std::int64_t row = detail::attention_heads{H, KV, hs}.row();
+    const std::vector<std::int64_t> dims{b, h, t, d}, kv_dims{b, kv, t, d};
+    const std::vector<std::int64_t> qkv_stride{t * row, d, row, 1};
     const std::vector<std::int64_t> out_stride{t * c, d, c, 1};
-    auto tensor = [&](const char* name, std::int64_t uid, const std::vector<std::int64_t>& stride) {
+    auto tensor = [&](const char* name, std::int64_t uid, const std::vector<std::int64_t>& dim,
+                      const std::vector<std::int64_t>& stride) {
       return g->tensor(
-          fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(
+          fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(
               stride));
     };
-    auto Q = tensor("q", cudnn_detail::q_uid, qkv_stride);
-    auto K = tensor("k", cudnn_detail::k_uid, qkv_stride);
-    auto V = tensor("v", cudnn_detail::v_uid, qkv_stride);
+    auto Q = tensor("q", cudnn_detail::q_uid, dims, qkv_stride);
+    auto K = tensor("k", cudnn_detail::k_uid, kv_dims, qkv_stride);
+    auto V = tensor("v", cudnn_detail::v_uid, kv_dims, qkv_stride);
     const float scale = 1.0f / std::sqrt(float(hs));
     if (!backward) {
       auto options = fe::graph::SDPA_attributes()
@@ -210,8 +226,8 @@ class cudnn_attention final : public attention_engine {
           .set_dim({b, h, t, 1})
           .set_stride({h * t, t, 1, 1});
     } else {
-      auto O = tensor("o", cudnn_detail::o_uid, out_stride);
-      auto dO = tensor("do", cudnn_detail::do_uid, out_stride);
+      auto O = tensor("o", cudnn_detail::o_uid, dims, out_stride);
+      auto dO = tensor("do", cudnn_detail::do_uid, dims, out_stride);
       auto stats = g->tensor(fe::graph::Tensor_attributes()
                                  .set_name("stats")
                                  .set_uid(cudnn_detail::stats_uid)
@@ -225,8 +241,8 @@ class cudnn_attention final : public attention_engine {
                          .set_deterministic_algorithm(deterministic_);
       auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, stats, options);
       dQ->set_output(true).set_uid(cudnn_detail::dq_uid).set_dim(dims).set_stride(qkv_stride);
-      dK->set_output(true).set_uid(cudnn_detail::dk_uid).set_dim(dims).set_stride(qkv_stride);
-      dV->set_output(true).set_uid(cudnn_detail::dv_uid).set_dim(dims).set_stride(qkv_stride);
+      dK->set_output(true).set_uid(cudnn_detail::dk_uid).set_dim(kv_dims).set_stride(qkv_stride);
+      dV->set_output(true).set_uid(cudnn_detail::dv_uid).set_dim(kv_dims).set_stride(qkv_stride);
     }
     cudnn_detail::check(g->validate(), "graph validate");
     cudnn_detail::check(g->build_operation_graph(handle_), "build_operation_graph");

@@ -40,6 +40,10 @@ __global__ void encoder_forward_kernel(bf16_t* out, const std::int32_t* tokens, 
     token = 0;
   }
   const bf16x8 e = load8(wte + std::int64_t(token) * C + c);
+  if (!wpe) {  // no position embedding (Llama: positions come from RoPE)
+    store8(out + i, e);
+    return;
+  }
   const bf16x8 p = load8(wpe + std::int64_t(t) * C + c);
   bf16x8 o;
 #pragma unroll
@@ -49,12 +53,13 @@ __global__ void encoder_forward_kernel(bf16_t* out, const std::int32_t* tokens, 
 }
 
 /// out (B·T, C) from tokens (B·T); sets *bad_token to 1 (never to 0) on an out-of-range token.
+/// wpe null: the token embedding alone (copied, no rounding).
 inline void encoder_forward(bf16_t* out, const std::int32_t* tokens, const bf16_t* wte,
                             const bf16_t* wpe, int* bad_token, int B, int T, int C, int V,
                             cudaStream_t s) {
   require(C % pack == 0, "encoder_forward", "C must be a multiple of 8");
-  require(aligned_to(out, 16) && aligned_to(wte, 16) && aligned_to(wpe, 16), "encoder_forward",
-          "buffers must be 16-byte aligned");
+  require(aligned_to(out, 16) && aligned_to(wte, 16) && (!wpe || aligned_to(wpe, 16)),
+          "encoder_forward", "buffers must be 16-byte aligned");
   const std::size_t vectors = std::size_t(B) * T * C / pack;
   constexpr int threads = 256;
   encoder_forward_kernel<><<<ceil_div(vectors, threads), threads, 0, s>>>(

@@ -4,7 +4,9 @@
 // bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and
 // the saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is
 // tested against the naive attention; the twin's header comment states the algorithm. Reads q,
-// k, v straight from the QKV GEMM's (B, T, 3C) output and writes (B, T, C): no permute kernels.
+// k, v straight from the QKV GEMM's (B, T, (H + 2·KV)·hs) output and writes (B, T, C), C = H·hs:
+// no permute kernels. Grouped-query attention (KV < H, detail/attention_heads.hpp): query head h
+// reads k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
 //
 // Forward, in the manner of FlashAttention-2 (Dao 2023, §3.1): one block of 4 warps per (query
 // tile of 64 rows, batch·head), warp w owns rows 16w..16w+15 and keeps everything of them in
@@ -21,14 +23,16 @@
 // the diagonal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU
 // emulation of this kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) =
 // 40 KiB (hs 64) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
-// Backward: a pre-pass computes D = rowsum(dout ∘ out); one block per (key tile, batch·head)
-// keeps dK and dV in shared fp32 and visits only the query tiles that see its keys, recomputing
-// P from the saved log-sum-exp; dQ is added with fp32 atomics into a (B, T, C) float buffer that
-// a last pass rounds into dqkv. Products through WMMA (16×16×16 bf16) on padded tiles; all tiles
-// arrive by cp.async (zero-filled past T). Where a second stage of the q and dout tiles fits
-// without losing a block per SM (hs 128: 170 → 204 KiB, one block either way), the next query
-// tile's q and dout are prefetched while this one is worked on; at hs 64 (105.5 KiB, two blocks
-// per SM) a second stage (+18 KiB) would leave one block per SM, so it is not taken.
+// Backward: a pre-pass computes D = rowsum(dout ∘ out); one block per (key tile, batch·KV head)
+// keeps dK and dV in shared fp32 and visits, for each query head of the group in turn, the query
+// tiles that see its keys (detail::flash_backward_visit), recomputing P from the saved
+// log-sum-exp, so dK and dV sum over the group in fp32 and are written once, without atomics; dQ is
+// added with fp32 atomics into a (B, T, C) float buffer that a last pass rounds into dqkv. Products
+// through WMMA (16×16×16 bf16) on padded tiles; all tiles arrive by cp.async (zero-filled past T).
+// Where a second stage of the q and dout tiles fits without losing a block per SM (hs 128: 170 →
+// 204 KiB, one block either way), the next query tile's q and dout are prefetched while this one is
+// worked on; at hs 64 (105.5 KiB, two blocks per SM) a second stage (+18 KiB) would leave one block
+// per SM, so it is not taken.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,6 +47,7 @@
 #include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/launch_checks.hpp"
+#include "trainkit/model/detail/attention_heads.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
 #include "trainkit/model/detail/flash_mma_layout.hpp"
 
@@ -228,11 +233,12 @@ __device__ inline void strip_times_transposed(float* out, int ld_out, const bf16
 
 }  // namespace flash
 
-/// Forward: out (B, T, C) bf16 and lse (B, H, T) fp32 (natural log) from qkv (B, T, 3C).
+/// Forward: out (B, T, C) bf16 and lse (B, H, T) fp32 (natural log) from qkv
+/// (B, T, (H + 2·KV)·hs).
 template <int hs>
 __global__ void __launch_bounds__(flash::threads)
-    flash_attention_forward_kernel(bf16_t* out, float* lse, const bf16_t* qkv, int T, int C,
-                                   int H) {
+    flash_attention_forward_kernel(bf16_t* out, float* lse, const bf16_t* qkv, int T, int C, int H,
+                                   int KV) {
   using namespace flash;
   using L = forward_smem<hs>;
   static_assert(block_q == block_k, "one tile size for Q, K and V");
@@ -246,10 +252,12 @@ __global__ void __launch_bounds__(flash::threads)
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
   const int q0 = qt * block_q, last = detail::flash_last_key_tile(qt);
-  const std::int64_t row = 3 * std::int64_t(C);
-  const bf16_t* q = qkv + std::int64_t(b) * T * row + std::int64_t(h) * hs;
-  const bf16_t* k = q + C;
-  const bf16_t* v = q + 2 * C;
+  const detail::attention_heads heads{H, KV, hs};
+  const std::int64_t row = heads.row();
+  const bf16_t* base = qkv + std::int64_t(b) * T * row;
+  const bf16_t* q = base + heads.q_col(h);
+  const bf16_t* k = base + heads.k_col(h);  // the group's k, v head
+  const bf16_t* v = base + heads.v_col(h);
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
   const int r0 = warp * 16;  // this warp's rows of the tile
   const float scale_log2 = rsqrtf(float(hs)) * log2e;
@@ -397,13 +405,13 @@ __global__ void flash_attention_delta_kernel(float* delta, const bf16_t* dout, c
   if (lane == 0) delta[(b * H + h) * T + t] = acc;
 }
 
-/// Backward: dk, dv written into dqkv (B, T, 3C); dq added into dq_accum (B, T, C) fp32, which
-/// must be zero on entry.
+/// Backward: dk, dv written into dqkv (B, T, (H + 2·KV)·hs), summed over the group; dq added
+/// into dq_accum (B, T, C) fp32, which must be zero on entry.
 template <int hs>
 __global__ void __launch_bounds__(flash::threads)
     flash_attention_backward_kernel(bf16_t* dqkv, float* dq_accum, const bf16_t* dout,
                                     const bf16_t* qkv, const float* lse, const float* delta, int T,
-                                    int C, int H) {
+                                    int C, int H, int KV) {
   using namespace flash;
   using L = backward_smem<hs>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -427,15 +435,17 @@ __global__ void __launch_bounds__(flash::threads)
 
   // The first key tiles are seen by the most query tiles: launch them first.
   const int kt = blockIdx.x;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int bg = blockIdx.y, b = bg / KV, g = bg % KV;  // batch row, k and v head
   const int k0 = kt * block_k;
-  const std::int64_t row = 3 * std::int64_t(C);
-  const std::int64_t head = std::int64_t(b) * T * row + std::int64_t(h) * hs;
-  const bf16_t* q = qkv + head;
-  const bf16_t* k = q + C;
-  const bf16_t* v = q + 2 * C;
-  const bf16_t* dy = dout + std::int64_t(b) * T * C + std::int64_t(h) * hs;
-  float* dq = dq_accum + std::int64_t(b) * T * C + std::int64_t(h) * hs;
+  const detail::attention_heads heads{H, KV, hs};
+  const std::int64_t row = heads.row();
+  const std::int64_t batch = std::int64_t(b) * T * row;
+  const bf16_t* k = qkv + batch + heads.k_col_of(g);
+  const bf16_t* v = qkv + batch + heads.v_col_of(g);
+  // Query head h's q, dout, dq accumulator and (B, H, T) statistics.
+  auto q_of = [&](int h) { return qkv + batch + heads.q_col(h); };
+  auto dy_of = [&](int h) { return dout + std::int64_t(b) * T * C + heads.q_col(h); };
+  auto stats_of = [&](int h) { return (std::int64_t(b) * H + h) * T; };
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
   const int r0 = warp * 16;  // this warp's query rows of S, and its keys of dK and dV
   const float scale = rsqrtf(float(hs));
@@ -443,32 +453,45 @@ __global__ void __launch_bounds__(flash::threads)
 
   const int first_qt = detail::flash_first_query_tile(kt);
   const int query_tiles = detail::flash_tile_count(T, block_q);
+  // (query head of the group, query tile) pairs, heads in turn: dK and dV collect the group.
+  const int steps = heads.group() * (query_tiles - first_qt);
+  const int h0 = heads.first_query_head(g);
   copy_padded_tile_async<hs>(sk, k, row, k0, T);
   copy_padded_tile_async<hs>(sv, v, row, k0, T);
-  copy_padded_tile_async<hs>(sq_stage(0), q, row, first_qt * block_q, T);
-  copy_padded_tile_async<hs>(sdy_stage(0), dy, C, first_qt * block_q, T);
+  copy_padded_tile_async<hs>(sq_stage(0), q_of(h0), row, first_qt * block_q, T);
+  copy_padded_tile_async<hs>(sdy_stage(0), dy_of(h0), C, first_qt * block_q, T);
   commit_copies();
   for (int i = threadIdx.x; i < block_k * L::ld_a; i += blockDim.x) sdk[i] = sdv[i] = 0.0f;
 
-  for (int qt = first_qt; qt < query_tiles; ++qt) {
-    const int q0 = qt * block_q;
-    const int stage = L::prefetch ? (qt - first_qt) & 1 : 0;
+  for (int step = 0; step < steps; ++step) {
+    const detail::flash_backward_step at =
+        detail::flash_backward_visit(step, first_qt, query_tiles);
+    const int h = h0 + at.member, q0 = at.qt * block_q;
+    const bf16_t* q = q_of(h);
+    const bf16_t* dy = dy_of(h);
+    float* dq = dq_accum + std::int64_t(b) * T * C + heads.q_col(h);
+    const int stage = L::prefetch ? step & 1 : 0;
     __syncthreads();  // the previous query tile is done with (its q, dout, lse and D)
-    const bool next = L::prefetch && qt + 1 < query_tiles;
-    if (!L::prefetch && qt > first_qt) {
+    const bool next = L::prefetch && step + 1 < steps;
+    if (!L::prefetch && step > 0) {
       copy_padded_tile_async<hs>(sq_stage(0), q, row, q0, T);
       copy_padded_tile_async<hs>(sdy_stage(0), dy, C, q0, T);
       commit_copies();
     }
     if (next) {  // the next query tile's q and dout land while this one is worked on
-      copy_padded_tile_async<hs>(sq_stage(stage ^ 1), q, row, q0 + block_q, T);
-      copy_padded_tile_async<hs>(sdy_stage(stage ^ 1), dy, C, q0 + block_q, T);
+      const detail::flash_backward_step to =
+          detail::flash_backward_visit(step + 1, first_qt, query_tiles);
+      copy_padded_tile_async<hs>(sq_stage(stage ^ 1), q_of(h0 + to.member), row, to.qt * block_q,
+                                 T);
+      copy_padded_tile_async<hs>(sdy_stage(stage ^ 1), dy_of(h0 + to.member), C, to.qt * block_q,
+                                 T);
       commit_copies();
     }
+    const std::int64_t stats = stats_of(h);
     for (int r = threadIdx.x; r < block_q; r += blockDim.x) {
       const bool real = q0 + r < T;
-      slse[r] = real ? lse[std::int64_t(bh) * T + q0 + r] * log2e : 0.0f;  // base 2
-      sdelta[r] = real ? delta[std::int64_t(bh) * T + q0 + r] : 0.0f;
+      slse[r] = real ? lse[stats + q0 + r] * log2e : 0.0f;  // base 2
+      sdelta[r] = real ? delta[stats + q0 + r] : 0.0f;
     }
     if (next)
       wait_copies<1>();
@@ -559,27 +582,32 @@ __global__ void __launch_bounds__(flash::threads)
       xk.v[e] = __float2bfloat16(sdk[c * L::ld_a + d + e]);
       xv.v[e] = __float2bfloat16(sdv[c * L::ld_a + d + e]);
     }
-    store8(dqkv + head + std::int64_t(j) * row + C + d, xk);
-    store8(dqkv + head + std::int64_t(j) * row + 2 * C + d, xv);
+    store8(dqkv + batch + std::int64_t(j) * row + heads.k_col_of(g) + d, xk);
+    store8(dqkv + batch + std::int64_t(j) * row + heads.v_col_of(g) + d, xv);
   }
 }
 
-/// dqkv[:, :, 0:C] (bf16) = dq_accum (B, T, C) fp32.
+/// dqkv[:, :, 0:C] (bf16, rows `row` apart) = dq_accum (B, T, C) fp32.
 template <class Accum>
-__global__ void flash_attention_dq_kernel(bf16_t* dqkv, const Accum* dq_accum, int BT, int C) {
+__global__ void flash_attention_dq_kernel(bf16_t* dqkv, const Accum* dq_accum, int BT, int C,
+                                          int row) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= std::int64_t(BT) * C) return;
   const std::int64_t r = i / C, c = i % C;
-  dqkv[r * 3 * C + c] = __float2bfloat16(dq_accum[i]);
+  dqkv[r * row + c] = __float2bfloat16(dq_accum[i]);
 }
 
 namespace flash {
 
 /// Throws config_error unless the kernels can run this shape on these pointers.
-inline void can_implement(const void* qkv, const void* other, int B, int T, int C, int H) {
+inline void can_implement(const void* qkv, const void* other, int B, int T, int C, int H, int KV) {
   const char* name = "flash_attention";
-  require(B > 0 && T > 0 && H > 0, name, "B, T and H must be positive");
+  require(B > 0 && T > 0 && H > 0 && KV > 0, name, "B, T, H and KV must be positive");
   require(C % H == 0, name, [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
+  require(H % KV == 0, name, [&] {
+    return "H = " + std::to_string(H) +
+           " query heads is not a multiple of KV = " + std::to_string(KV) + " key/value heads";
+  });
   const int hs = C / H;
   require(hs == 64 || hs == 128, name,
           [&] { return "head size " + std::to_string(hs) + " (only 64 and 128 are built)"; });
@@ -594,18 +622,18 @@ inline void opt_in_shared(Kernel kernel, std::size_t bytes) {
 }
 
 template <int hs>
-void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H,
+void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H, int KV,
              cudaStream_t stream) {
   constexpr std::size_t bytes = forward_smem<hs>::bytes;
   opt_in_shared(flash_attention_forward_kernel<hs>, bytes);
   const dim3 grid(detail::flash_tile_count(T, block_q), B * H);
-  flash_attention_forward_kernel<hs><<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H);
+  flash_attention_forward_kernel<hs><<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H, KV);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
 
 template <int hs>
 void backward(bf16_t* dqkv, float* delta, float* dq_accum, const bf16_t* dout, const bf16_t* qkv,
-              const bf16_t* out, const float* lse, int B, int T, int C, int H,
+              const bf16_t* out, const float* lse, int B, int T, int C, int H, int KV,
               cudaStream_t stream) {
   const std::int64_t rows = std::int64_t(B) * T * H;
   flash_attention_delta_kernel<hs>
@@ -615,41 +643,43 @@ void backward(bf16_t* dqkv, float* delta, float* dq_accum, const bf16_t* dout, c
   TRAINKIT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, std::size_t(B) * T * C * sizeof(float), stream));
   constexpr std::size_t bytes = backward_smem<hs>::bytes;
   opt_in_shared(flash_attention_backward_kernel<hs>, bytes);
-  const dim3 grid(detail::flash_tile_count(T, block_k), B * H);
+  const dim3 grid(detail::flash_tile_count(T, block_k), B * KV);
   flash_attention_backward_kernel<hs>
-      <<<grid, threads, bytes, stream>>>(dqkv, dq_accum, dout, qkv, lse, delta, T, C, H);
+      <<<grid, threads, bytes, stream>>>(dqkv, dq_accum, dout, qkv, lse, delta, T, C, H, KV);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_backward_kernel");
   const std::size_t n = std::size_t(B) * T * C;
-  flash_attention_dq_kernel<float><<<ceil_div(n, 256), 256, 0, stream>>>(dqkv, dq_accum, B * T, C);
+  flash_attention_dq_kernel<float>
+      <<<ceil_div(n, 256), 256, 0, stream>>>(dqkv, dq_accum, B * T, C, (H + 2 * KV) * (C / H));
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_dq_kernel");
 }
 
 }  // namespace flash
 
-/// Causal attention forward: out (B, T, C) and lse (B, H, T) fp32 from qkv (B, T, 3C), head size
-/// C / H of 64 or 128. lse is what the backward needs besides qkv and out.
+/// Causal attention forward: out (B, T, C) and lse (B, H, T) fp32 from qkv
+/// (B, T, (H + 2·KV)·hs), head size hs = C / H of 64 or 128, KV dividing H (KV = H: GPT-2's
+/// (B, T, 3C)). lse is what the backward needs besides qkv and out.
 inline void flash_attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C,
-                                    int H, cudaStream_t stream) {
-  flash::can_implement(qkv, out, B, T, C, H);
+                                    int H, int KV, cudaStream_t stream) {
+  flash::can_implement(qkv, out, B, T, C, H, KV);
   if (C / H == 64)
-    flash::forward<64>(out, lse, qkv, B, T, C, H, stream);
+    flash::forward<64>(out, lse, qkv, B, T, C, H, KV, stream);
   else
-    flash::forward<128>(out, lse, qkv, B, T, C, H, stream);
+    flash::forward<128>(out, lse, qkv, B, T, C, H, KV, stream);
 }
 
-/// Causal attention backward: dqkv (B, T, 3C) assigned. Scratch: delta (B, H, T) fp32 and
-/// dq_accum (B, T, C) fp32.
+/// Causal attention backward: dqkv (B, T, (H + 2·KV)·hs) assigned, dk and dv summed over each
+/// group of H / KV query heads. Scratch: delta (B, H, T) fp32 and dq_accum (B, T, C) fp32.
 inline void flash_attention_backward(bf16_t* dqkv, float* delta, float* dq_accum,
                                      const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                                     const float* lse, int B, int T, int C, int H,
+                                     const float* lse, int B, int T, int C, int H, int KV,
                                      cudaStream_t stream) {
-  flash::can_implement(qkv, dout, B, T, C, H);
+  flash::can_implement(qkv, dout, B, T, C, H, KV);
   require(aligned_to(dqkv, 16) && aligned_to(out, 16), "flash_attention",
           "dqkv and out must be 16-byte aligned");
   if (C / H == 64)
-    flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, stream);
+    flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
   else
-    flash::backward<128>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, stream);
+    flash::backward<128>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
 }
 
 }  // namespace trainkit::model::kernels

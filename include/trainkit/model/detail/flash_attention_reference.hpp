@@ -3,17 +3,21 @@
 // same saved log-sum-exp, so the algorithm is proven against the naive attention on the CPU
 // before any GPU runs it.
 //
-// Layout is the model's: qkv (B, T, 3C) with q, k, v of head h at columns h·hs, C + h·hs and
-// 2C + h·hs of each row; out and dout (B, T, C); lse (B, H, T). Nothing is permuted.
-// Forward (per head and query tile of `block_q` rows), in base 2 as the kernel (exp2 is one
+// Layout is the model's, with grouped-query attention (detail/attention_heads.hpp): qkv
+// (B, T, (H + 2·KV)·hs) holding q (H heads) | k (KV heads) | v (KV heads), query head h reading
+// k, v head h / (H / KV); out and dout (B, T, C) with C = H·hs; lse (B, H, T). GPT-2 is KV = H.
+// Nothing is permuted.
+// Forward (per query head and query tile of `block_q` rows), in base 2 as the kernel (exp2 is one
 // instruction on the GPU): for each key tile j that is not fully masked,
 //   s = (q·kᵀ)·scale·log2(e), m' = max(m, rowmax s), p = 2^(s − m'),
 //   l = l·2^(m − m') + rowsum p, o = o·2^(m − m') + p·v, m = m';
 // then out = o / l and lse = (m + log2 l)·ln 2 (natural log, as cuDNN's softmax stats).
-// Backward (per head and key tile of `block_k` keys), after D = rowsum(dout ∘ out): for each
-// query tile i that sees the key tile, p = exp(s·scale − lse) recomputed, dv += pᵀ·dout,
+// Backward (per k, v head and key tile of `block_k` keys), after D = rowsum(dout ∘ out) per query
+// head: for each query head of the group in turn and each query tile i that sees the key tile
+// (flash_backward_visit: the kernel's order), p = exp(s·scale − lse) recomputed, dv += pᵀ·dout,
 // dp = dout·vᵀ, ds = p ∘ (dp − D)·scale, dk += dsᵀ·q, dq += ds·k (on the GPU dq is a float
-// accumulator many key tiles add into). No T×T matrix exists in either pass.
+// accumulator many key tiles add into). dk and dv sum over the group before they are written
+// once. No T×T matrix exists in either pass.
 // Not for users: the CUDA kernels, and the tests, are its callers.
 #pragma once
 
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "trainkit/core/cuda/host_device.hpp"
+#include "trainkit/model/detail/attention_heads.hpp"
 
 namespace trainkit::model::detail {
 
@@ -51,22 +56,37 @@ TRAINKIT_HOST_DEVICE constexpr int flash_first_query_tile(int kt) {
   return kt * flash_tiles::block_k / flash_tiles::block_q;
 }
 
+/// Step `i` of a backward block (one key tile, one k, v head): the group's query heads in turn,
+/// each over the query tiles first_qt .. query_tiles − 1 that see the key tile.
+struct flash_backward_step {
+  int member;  // query head first_query_head(g) + member
+  int qt;      // query tile
+};
+TRAINKIT_HOST_DEVICE constexpr flash_backward_step flash_backward_visit(int i, int first_qt,
+                                                                        int query_tiles) {
+  const int per_head = query_tiles - first_qt;
+  return {i / per_head, first_qt + i % per_head};
+}
+
 inline constexpr double flash_log2e = 1.4426950408889634;
 inline constexpr double flash_ln2 = 0.6931471805599453;
 
-/// out (B, T, C), lse (B, H, T) from qkv (B, T, 3C), causal.
+/// out (B, T, C), lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs), causal; C = H·hs.
 template <class S>
-void flash_attention_forward_reference(S* out, S* lse, const S* qkv, int B, int T, int C, int H) {
+void flash_attention_forward_reference(S* out, S* lse, const S* qkv, int B, int T, int C, int H,
+                                       int KV) {
   constexpr int Bq = flash_tiles::block_q, Bk = flash_tiles::block_k;
-  const int hs = C / H;
-  const std::ptrdiff_t row = 3 * std::ptrdiff_t(C);
+  const attention_heads heads{H, KV, C / H};
+  const int hs = heads.hs;
+  const std::ptrdiff_t row = heads.row();
   const S scale_log2 = S(1) / std::sqrt(S(hs)) * S(flash_log2e);
   std::vector<S> s(std::size_t(Bq) * Bk), o(std::size_t(Bq) * hs), m(Bq), l(Bq);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const S* q = qkv + std::ptrdiff_t(b) * T * row + std::ptrdiff_t(h) * hs;  // (T, hs)
-      const S* k = q + C;
-      const S* v = q + 2 * C;
+      const S* base = qkv + std::ptrdiff_t(b) * T * row;
+      const S* q = base + heads.q_col(h);  // (T, hs), rows `row` apart
+      const S* k = base + heads.k_col(h);
+      const S* v = base + heads.v_col(h);
       for (int qt = 0; qt < flash_tile_count(T, Bq); ++qt) {
         const int q0 = qt * Bq;
         std::fill(o.begin(), o.end(), S(0));
@@ -109,7 +129,7 @@ void flash_attention_forward_reference(S* out, S* lse, const S* qkv, int B, int 
         }
         for (int r = 0; r < Bq && q0 + r < T; ++r) {
           const int t = q0 + r;
-          S* y = out + (std::ptrdiff_t(b) * T + t) * C + std::ptrdiff_t(h) * hs;
+          S* y = out + (std::ptrdiff_t(b) * T + t) * C + heads.q_col(h);
           for (int d = 0; d < hs; ++d) y[d] = o[r * hs + d] / l[r];
           lse[(std::ptrdiff_t(b) * H + h) * T + t] = (m[r] + std::log2(l[r])) * S(flash_ln2);
         }
@@ -117,37 +137,48 @@ void flash_attention_forward_reference(S* out, S* lse, const S* qkv, int B, int 
     }
 }
 
-/// dqkv (B, T, 3C) assigned from dout (B, T, C), using qkv, out and lse of the forward.
+/// dqkv (B, T, (H + 2·KV)·hs) assigned from dout (B, T, C), using qkv, out and lse of the
+/// forward; the k and v gradients of a head shared by a group are the sums over the group.
 template <class S>
 void flash_attention_backward_reference(S* dqkv, const S* dout, const S* qkv, const S* out,
-                                        const S* lse, int B, int T, int C, int H) {
+                                        const S* lse, int B, int T, int C, int H, int KV) {
   constexpr int Bq = flash_tiles::block_q, Bk = flash_tiles::block_k;
-  const int hs = C / H;
-  const std::ptrdiff_t row = 3 * std::ptrdiff_t(C);
+  const attention_heads heads{H, KV, C / H};
+  const int hs = heads.hs;
+  const std::ptrdiff_t row = heads.row();
   const S scale = S(1) / std::sqrt(S(hs));
-  std::vector<S> delta(T), dq(std::size_t(T) * hs), dk(std::size_t(Bk) * hs),
+  const int query_tiles = flash_tile_count(T, Bq);
+  std::vector<S> delta(std::size_t(H) * T), dq(std::size_t(H) * T * hs), dk(std::size_t(Bk) * hs),
       dv(std::size_t(Bk) * hs), p(std::size_t(Bq) * Bk), ds(std::size_t(Bq) * Bk);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h) {
-      const std::ptrdiff_t head = std::ptrdiff_t(b) * T * row + std::ptrdiff_t(h) * hs;
-      const S* q = qkv + head;  // (T, hs), rows 3C apart
-      const S* k = q + C;
-      const S* v = q + 2 * C;
-      const S* dy = dout + std::ptrdiff_t(b) * T * C + std::ptrdiff_t(h) * hs;  // rows C apart
-      const S* y = out + std::ptrdiff_t(b) * T * C + std::ptrdiff_t(h) * hs;
-      const S* L = lse + (std::ptrdiff_t(b) * H + h) * T;
-      for (int t = 0; t < T; ++t) {  // D = rowsum(dout ∘ out)
+  for (int b = 0; b < B; ++b) {
+    const S* base = qkv + std::ptrdiff_t(b) * T * row;
+    S* dbase = dqkv + std::ptrdiff_t(b) * T * row;
+    const S* dy_b = dout + std::ptrdiff_t(b) * T * C;  // rows C apart
+    const S* y_b = out + std::ptrdiff_t(b) * T * C;
+    for (int h = 0; h < H; ++h)  // D = rowsum(dout ∘ out) per query head
+      for (int t = 0; t < T; ++t) {
         S dot = 0;
-        for (int d = 0; d < hs; ++d) dot += dy[t * C + d] * y[t * C + d];
-        delta[t] = dot;
+        for (int d = 0; d < hs; ++d)
+          dot += dy_b[t * C + heads.q_col(h) + d] * y_b[t * C + heads.q_col(h) + d];
+        delta[std::size_t(h) * T + t] = dot;
       }
-      std::fill(dq.begin(), dq.end(), S(0));
+    std::fill(dq.begin(), dq.end(), S(0));
+    for (int g = 0; g < KV; ++g) {
+      const S* k = base + heads.k_col_of(g);  // (T, hs), rows `row` apart
+      const S* v = base + heads.v_col_of(g);
       for (int kt = 0; kt < flash_tile_count(T, Bk); ++kt) {
-        const int k0 = kt * Bk;
+        const int k0 = kt * Bk, first_qt = flash_first_query_tile(kt);
         std::fill(dk.begin(), dk.end(), S(0));
         std::fill(dv.begin(), dv.end(), S(0));
-        for (int qt = flash_first_query_tile(kt); qt < flash_tile_count(T, Bq); ++qt) {
-          const int q0 = qt * Bq;
+        const int steps = heads.group() * (query_tiles - first_qt);
+        for (int i = 0; i < steps; ++i) {
+          const auto [member, qt] = flash_backward_visit(i, first_qt, query_tiles);
+          const int h = heads.first_query_head(g) + member, q0 = qt * Bq;
+          const S* q = base + heads.q_col(h);
+          const S* dy = dy_b + heads.q_col(h);
+          const S* L = lse + (std::ptrdiff_t(b) * H + h) * T;
+          const S* D = delta.data() + std::size_t(h) * T;
+          S* dqh = dq.data() + std::size_t(h) * T * hs;
           for (int r = 0; r < Bq; ++r)
             for (int c = 0; c < Bk; ++c) {
               const int t = q0 + r, j = k0 + c;
@@ -159,7 +190,7 @@ void flash_attention_backward_reference(S* dqkv, const S* dout, const S* qkv, co
                   dp += dy[t * C + d] * v[j * row + d];
                 }
                 pr = std::exp(qk * scale - L[t]);
-                dsr = pr * (dp - delta[t]) * scale;
+                dsr = pr * (dp - D[t]) * scale;
               }
               p[r * Bk + c] = pr;
               ds[r * Bk + c] = dsr;
@@ -179,18 +210,21 @@ void flash_attention_backward_reference(S* dqkv, const S* dout, const S* qkv, co
               S acc = 0;
               for (int c = 0; c < Bk && k0 + c < T; ++c)
                 acc += ds[r * Bk + c] * k[(k0 + c) * row + d];
-              dq[std::size_t(q0 + r) * hs + d] += acc;
+              dqh[std::size_t(q0 + r) * hs + d] += acc;
             }
         }
         for (int c = 0; c < Bk && k0 + c < T; ++c)
           for (int d = 0; d < hs; ++d) {
-            dqkv[head + (k0 + c) * row + C + d] = dk[c * hs + d];
-            dqkv[head + (k0 + c) * row + 2 * C + d] = dv[c * hs + d];
+            dbase[(k0 + c) * row + heads.k_col_of(g) + d] = dk[c * hs + d];
+            dbase[(k0 + c) * row + heads.v_col_of(g) + d] = dv[c * hs + d];
           }
       }
-      for (int t = 0; t < T; ++t)
-        for (int d = 0; d < hs; ++d) dqkv[head + t * row + d] = dq[std::size_t(t) * hs + d];
     }
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t)
+        for (int d = 0; d < hs; ++d)
+          dbase[t * row + heads.q_col(h) + d] = dq[(std::size_t(h) * T + t) * hs + d];
+  }
 }
 
 }  // namespace trainkit::model::detail

@@ -1,0 +1,33 @@
+// tests/cuda/llama_reference.cpp — g++ side of the CUDA Llama tests (llama_reference.hpp).
+#include "llama_reference.hpp"
+
+#include <algorithm>
+#include <span>
+
+#include "trainkit/core/batch.hpp"
+#include "trainkit/model/llama_cpu.hpp"
+
+namespace trainkit::test_ref {
+
+llama_result llama_forward_backward(const model::llama_config& cfg,
+                                    const std::vector<float>& params,
+                                    const std::vector<std::int32_t>& inputs,
+                                    const std::vector<std::int32_t>& targets, int B, int T) {
+  model::llama_cpu m(cfg, model::zero_parameters);
+  std::copy(params.begin(), params.end(), m.parameters().begin());
+  llama_result r;
+  const auto logits = m.forward_logits(std::span<const std::int32_t>(inputs), B, T);
+  r.logits.assign(logits.begin(), logits.end());
+  m.zero_grad();
+  r.loss = m.forward_backward(batch_view<host_memory>{inputs.data(), targets.data(), B, T}, 1.0f);
+  r.grads.assign(m.gradients().begin(), m.gradients().end());
+  return r;
+}
+
+std::vector<float> llama_cpu_initial_parameters(const model::llama_config& cfg,
+                                                std::uint64_t seed) {
+  model::llama_cpu m(cfg, seed);
+  return {m.parameters().begin(), m.parameters().end()};
+}
+
+}  // namespace trainkit::test_ref
