@@ -10,20 +10,31 @@
 //    fewer matrices per shape, so cuBLASLt may choose another algorithm) and AdamW's half bit for
 //    bit; each rank keeps the state of its share only, and the shares' ranges tile the buffer;
 //  - the state's names and the sharded checkpoint's split (momentum and master weights sharded,
-//    AdamW's half and the step common).
+//    AdamW's half and the step common);
+//  - checkpoints inside the trainer: muon_cuda's state through a host-staged sync checkpoint, and
+//    sharded_muon_cuda's sharded checkpoint (world of one, nccl_allreduce) resumed by itself and
+//    by muon_cuda, each within 1e-4 of the straight run's losses.
 // The host arithmetic of the shares and the gather is tested without a device by
-// test_muon_shares.cpp. Never run on a GPU yet.
+// test_muon_shares.cpp, and the pack/unpack kernels' indexing walked on the host here (the one
+// case that runs without a device). Never run on a GPU yet.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "../cuda/gpu_test_env.hpp"
+#include "trainkit/checkpoint/host_staged_checkpointer.hpp"
+#include "trainkit/checkpoint/no_checkpoint.hpp"
+#include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/comm/nccl_communicator.hpp"
 #include "trainkit/comm/nccl_mpi.hpp"
@@ -32,10 +43,16 @@
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/device.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
+#include "trainkit/data/mmap_token_source.hpp"
+#include "trainkit/data/shard_format.hpp"
+#include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/gpt2_cuda.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/muon_cuda.hpp"
 #include "trainkit/optim/sharded_muon_cuda.hpp"
+#include "trainkit/prefetch/pinned_prefetcher.hpp"
+#include "trainkit/reduce/nccl_allreduce.hpp"
+#include "trainkit/trainer/trainer.hpp"
 
 namespace tk = trainkit;
 namespace to = trainkit::optim;
@@ -123,7 +140,7 @@ bool select_gpu() {
 
 }  // namespace
 
-TEST(ShardedMuonCuda, WorldOfOneIsMuonCudaBitForBit) {
+TEST(ShardedMuonCuda, WorldOfOneTracksMuonCuda) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
   const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
@@ -205,11 +222,179 @@ TEST(ShardedMuonCuda, StateNamesAndTheShardedSplit) {
   EXPECT_EQ(sharded, (std::vector<std::string>{"optim.muon.momentum", "optim.muon.master"}));
 }
 
+// No device needed: the pack and unpack kernels' indexing (kernels::find_matrix over
+// gather_table, element by element as each thread does) walked on the host equals the host twin
+// (optim::muon_pack / muon_unpack, which test_muon_shares.cpp proves), for every rank of 1-4.
+TEST(ShardedMuonCuda, KernelIndexingOnTheHostMatchesTheTwin) {
+  const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
+  const std::vector<tk::tensor_info> layout = tk::model::gpt2_parameter_layout(cfg);
+  const std::size_t n = layout.back().offset + layout.back().numel();
+  const std::vector<to::muon_matrix> ms =
+      to::muon_matrices(layout, to::muon_config{}.muon_roles, "test");
+  const std::vector<to::kernels::matrix_entry> table = to::sharded_muon_cuda::gather_table(ms);
+  const int count = int(table.size());
+  std::size_t total = 0;
+  for (const auto& m : ms) total += m.numel();
+  std::vector<float> flat(n);
+  for (std::size_t i = 0; i < n; ++i) flat[i] = float(i) * 0.5f + 1.0f;
+  for (int world = 1; world <= 4; ++world)
+    for (const to::muon_share& share : to::muon_share_layout(ms, world, 5)) {
+      std::vector<float> by_kernel(total, -1.0f), by_twin(total, -1.0f);
+      for (std::uint64_t i = share.packed.offset; i < share.packed.offset + share.packed.count;
+           ++i) {  // muon_pack_kernel's body
+        const to::kernels::matrix_entry& m = to::kernels::find_matrix(table.data(), count, i);
+        by_kernel[i] = flat[m.offset + (i - m.state_offset)];
+      }
+      to::muon_pack(std::span<const to::muon_matrix>(ms), share.matrices, flat.data(),
+                    by_twin.data());
+      EXPECT_EQ(by_kernel, by_twin) << "pack, " << world << " ranks";
+    }
+  std::vector<float> packed(total);
+  for (std::size_t i = 0; i < total; ++i) packed[i] = -float(i) - 1.0f;
+  std::vector<float> by_kernel = flat, by_twin = flat;
+  for (std::uint64_t i = 0; i < total; ++i) {  // muon_unpack_kernel's body
+    const to::kernels::matrix_entry& m = to::kernels::find_matrix(table.data(), count, i);
+    by_kernel[m.offset + (i - m.state_offset)] = packed[i];
+  }
+  to::muon_unpack(std::span<const to::muon_matrix>(ms), packed.data(), by_twin.data());
+  EXPECT_EQ(by_kernel, by_twin) << "unpack";
+}
+
 TEST(ShardedMuonCuda, NoCommunicatorIsRefused) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
   tk::model::gpt2_cuda model(tk::model::gpt2_config::preset("d2"), /*seed=*/11);
   EXPECT_THROW(to::sharded_muon_cuda(model, to::sharded_muon_cuda_config{}), tk::config_error);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ck = trainkit::checkpoint;
+using staged_sync = ck::host_staged_checkpointer<ck::sync_checkpointer>;
+
+template <class Optimizer, class Checkpointer, class Reducer = tk::reduce::single>
+using muon_trainer = tk::trainer<tk::data::mmap_token_source, tk::prefetch::pinned<4>,
+                                 tk::model::gpt2_cuda, Optimizer, Checkpointer, Reducer>;
+
+/// A scratch folder with a shard of random tokens (never zeros) for d2 training.
+struct training_dir {
+  fs::path path =
+      fs::temp_directory_path() / ("trainkit-sharded-muon-cuda-" + std::to_string(::getpid()) +
+                                   "-" + std::to_string(world_rank()));
+  std::string shard = (path / "train.bin").string();
+  training_dir() {
+    fs::create_directories(path);
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> token(0, 50256);
+    std::vector<std::uint16_t> tokens(1 << 15);
+    for (auto& t : tokens) t = std::uint16_t(token(rng));
+    tk::data::write_shard(shard, std::span<const std::uint16_t>(tokens));
+  }
+  ~training_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  tk::data::mmap_token_source source(int vocab) const {
+    return tk::data::mmap_token_source({shard, 4, 32, vocab, tk::data::order_kind::sequential, 0});
+  }
+};
+
+tk::trainer_config loop_config(int steps, bool resume) {
+  tk::trainer_config tc;
+  tc.steps = steps;
+  tc.schedule.max_lr = 1e-3f;
+  tc.schedule.warmup_steps = 2;
+  tc.ckpt_at_end = false;
+  tc.resume = resume;
+  tc.output.console.quiet = true;
+  return tc;
+}
+
+/// The resumed losses against the straight run's: within 1e-4 relative, not bit for bit, because
+/// the resumed optimizer autotunes its Newton–Schulz GEMMs anew (cuBLASLt may time another
+/// algorithm fastest; on the CPU Muon resumes bit for bit, test_muon_training.cpp).
+void expect_resumed(const tk::run_result& r, const std::vector<double>& straight, std::size_t from,
+                    const std::string& what) {
+  ASSERT_TRUE(r.resumed) << what;
+  ASSERT_EQ(r.steps.size(), straight.size() - from) << what;
+  for (std::size_t i = 0; i < r.steps.size(); ++i)
+    EXPECT_LT(std::fabs(r.steps[i].loss - straight[from + i]), 1e-4 * straight[from + i])
+        << what << ", step " << from + i + 1;
+}
+
+}  // namespace
+
+// Muon's state in a (host-staged) sync checkpoint of a one-GPU run: 8 steps straight; 4, saved,
+// then a new trainer resumes to 8 with the straight run's losses.
+TEST(MuonCudaCheckpoint, SyncCheckpointResumes) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
+  training_dir dir;
+  const fs::path ckpt = dir.path / "ckpt";
+  const auto cfg = tk::model::gpt2_config::preset("d2");
+  std::vector<double> straight;
+  {
+    muon_trainer<to::muon_cuda, ck::no_checkpoint> t(
+        loop_config(8, false), dir.source(cfg.vocab_size), std::nullopt,
+        tk::model::gpt2_cuda(cfg, 7), test_config(), {});
+    for (const auto& m : t.run().steps) straight.push_back(m.loss);
+  }
+  auto make = [&](bool resume) {
+    tk::trainer_config tc = loop_config(8, resume);
+    tc.ckpt_at_end = true;
+    return std::make_unique<muon_trainer<to::muon_cuda, staged_sync>>(
+        tc, dir.source(cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, 7), test_config(),
+        staged_sync(ck::sync_checkpointer({ckpt, 0})));
+  };
+  {
+    auto t = make(false);
+    t->on_step([](const tk::step_metrics& m) { return m.step < 4; });  // stop (and save) at 4
+    ASSERT_EQ(t->run().last_step, 4u);
+  }
+  expect_resumed(make(true)->run(), straight, 4, "muon_cuda resumed");
+}
+
+// sharded_muon_cuda's sharded checkpoint over a world of one GPU (nccl_allreduce): saved at step
+// 4 (one shard_RRRRR/ folder per rank), resumed by itself and by muon_cuda without a reducer (the
+// shards of optim.muon.momentum and optim.muon.master reassembled).
+TEST(MuonCudaCheckpoint, ShardedCheckpointResumesShardedAndWhole) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
+  training_dir dir;
+  const fs::path ckpt = dir.path / "ckpt";
+  const auto cfg = tk::model::gpt2_config::preset("d2");
+  const auto comm = tk::comm::nccl_communicator::single();
+  using sharded = muon_trainer<to::sharded_muon_cuda, staged_sync, tk::reduce::nccl_allreduce>;
+  std::vector<double> straight;
+  {
+    muon_trainer<to::sharded_muon_cuda, ck::no_checkpoint, tk::reduce::nccl_allreduce> t(
+        loop_config(8, false), dir.source(cfg.vocab_size), std::nullopt,
+        tk::model::gpt2_cuda(cfg, 7), to::sharded_muon_cuda_config(test_config(), comm), {},
+        tk::reduce::nccl_allreduce(comm));
+    for (const auto& m : t.run().steps) straight.push_back(m.loss);
+  }
+  auto make = [&](bool resume) {
+    tk::trainer_config tc = loop_config(8, resume);
+    tc.ckpt_at_end = true;
+    return std::make_unique<sharded>(
+        tc, dir.source(cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, 7),
+        to::sharded_muon_cuda_config(test_config(), comm),
+        staged_sync(ck::sync_checkpointer({ckpt, 0})), tk::reduce::nccl_allreduce(comm));
+  };
+  {
+    auto t = make(false);
+    t->on_step([](const tk::step_metrics& m) { return m.step < 4; });
+    ASSERT_EQ(t->run().last_step, 4u);
+  }
+  ASSERT_TRUE(fs::exists(ckpt / "step_00000004" / "shard_00000"))
+      << "a sharded checkpoint has one folder per rank";
+  expect_resumed(make(true)->run(), straight, 4, "sharded_muon_cuda resumed");
+  fs::remove_all(ckpt / "step_00000008");  // the resumed run saved step 8 at its end
+  muon_trainer<to::muon_cuda, staged_sync> whole(
+      loop_config(8, true), dir.source(cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, 7),
+      test_config(), staged_sync(ck::sync_checkpointer({ckpt, 0})));
+  expect_resumed(whole.run(), straight, 4, "muon_cuda resuming the sharded checkpoint");
 }
 
 int main(int argc, char** argv) {

@@ -92,10 +92,7 @@ class sharded_muon_cuda {
         inner_(model, config.muon, share_.matrices),
         descriptor_{std::uint64_t(comm_->world_size()), std::uint64_t(comm_->rank()),
                     share_.packed.offset, share_.packed.count} {
-    const auto matrices = inner_.matrices();
-    std::vector<kernels::matrix_entry> table;
-    table.reserve(matrices.size());
-    for (const muon_matrix& m : matrices) table.push_back({m.offset, m.state_offset, 0, 1.0f});
+    const std::vector<kernels::matrix_entry> table = gather_table(inner_.matrices());
     table_ = cuda::device_buffer<kernels::matrix_entry>(table.size());
     gathered_ = cuda::device_buffer<bf16_t>(inner_.momentum_elements());
     if (!table.empty()) {
@@ -192,6 +189,15 @@ class sharded_muon_cuda {
   muon_matrix_range owned() const noexcept { return share_.matrices; }
   /// Every rank's share, in rank order (the pieces of the gather).
   std::span<const muon_share> shares() const noexcept { return shares_; }
+  /// The pack and unpack kernels' table: every matrix with its offset in the model's flat buffer
+  /// and in the packed buffer of every matrix (work offset and shape scale unused).
+  static std::vector<kernels::matrix_entry> gather_table(std::span<const muon_matrix> matrices) {
+    std::vector<kernels::matrix_entry> table;
+    table.reserve(matrices.size());
+    for (const muon_matrix& m : matrices) table.push_back({m.offset, m.state_offset, 0, 1.0f});
+    return table;
+  }
+
   /// Bytes of optimizer state this rank holds on the device (its matrices' momentum and master
   /// weights, AdamW's whole half); the packed gather buffer (2 bytes per matrix element) apart.
   std::size_t state_bytes() const noexcept { return inner_.state_bytes(); }

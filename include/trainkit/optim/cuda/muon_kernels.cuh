@@ -33,9 +33,10 @@ struct matrix_entry {
 
 inline constexpr int muon_threads = 256;
 
-/// The entry holding packed element i: the last whose state_offset ≤ i.
-__device__ inline const matrix_entry& find_matrix(const matrix_entry* table, int count,
-                                                  std::uint64_t i) {
+/// The entry holding packed element i: the last whose state_offset ≤ i. Host-callable too, so
+/// the CPU tests can walk the kernels' indexing (tests/optim/test_sharded_muon_cuda.cu).
+__host__ __device__ inline const matrix_entry& find_matrix(const matrix_entry* table, int count,
+                                                           std::uint64_t i) {
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
