@@ -216,6 +216,9 @@ class Runner:
         # Muon has its CUDA optimizer (muon_cuda): no refusal by --optimizer any more. It trains
         # where there is a GPU; elsewhere the device check (or the build) is what stops it.
         self.cuda_runs_or_lacks_a_device(SMALL + ["--steps", "1", "--optimizer", "muon"])
+        # ... and under --reducer nccl (sharded_muon_cuda; one rank of one without mpirun).
+        self.cuda_runs_or_lacks_a_device(SMALL + ["--steps", "1", "--optimizer", "muon",
+                                                  "--reducer", "nccl"])
         # Its sharded form under --reducer nccl writes sharded checkpoints, synchronously only.
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--optimizer", "muon", "--reducer",
                           "nccl", "--ckpt-mode", "async", "--ckpt-dir", self.path("nck")], 2,
@@ -264,8 +267,9 @@ class Runner:
 
     def cuda_runs_or_lacks_a_device(self, flags):
         """--device cuda with `flags`: trains (exit 0) on a machine with a GPU; exit 2 with "no
-        CUDA device found" without one, or "no CUDA support" from a build without nvcc. Any other
-        refusal (a flag, a family) fails."""
+        CUDA device found" without one, or "no CUDA support" from a build without nvcc (with
+        --reducer nccl: "no NCCL reducer" from a build without NCCL). Any other refusal (a flag,
+        a family) fails."""
         flags = flags + ["--device", "cuda"]
         p = subprocess.run([self.args.exe] + flags, capture_output=True, text=True, env=self.env,
                            cwd=self.args.work, timeout=600)
@@ -273,8 +277,8 @@ class Runner:
         if p.returncode == 0:
             return
         if p.returncode != 2 or not re.search(
-                r"^gpt_fineweb: error: --device cuda: (no CUDA device found|this build has no "
-                r"CUDA support)", err):
+                r"^gpt_fineweb: error: (--device cuda: (no CUDA device found|this build has no "
+                r"CUDA support)|--reducer nccl: this build has no NCCL reducer)", err):
             self.fail("`%s`: exit %d: %s" % (" ".join(flags), p.returncode, err))
 
     def write_shard(self, name, tokens):
