@@ -47,6 +47,7 @@
 #include "trainkit/data/shard_format.hpp"
 #include "trainkit/model/gpt2_config.hpp"
 #include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/llama_config.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/muon_cuda.hpp"
 #include "trainkit/optim/sharded_muon_cuda.hpp"
@@ -258,6 +259,57 @@ TEST(ShardedMuonCuda, KernelIndexingOnTheHostMatchesTheTwin) {
   }
   to::muon_unpack(std::span<const to::muon_matrix>(ms), packed.data(), by_twin.data());
   EXPECT_EQ(by_kernel, by_twin) << "unpack";
+}
+
+// No device needed: muon_cuda's plan for each rank's share (what the momentum, apply and
+// load-master kernels index by), walked on the host: packed element i of the share is element
+// share.offset + i of the buffer of every matrix and lands where that matrix is in the flat
+// buffer; the work offsets cover [0, elements) once each, every matrix inside its shape group's
+// run; the shape scale is √max(1, rows/cols). GPT-2 and Llama layouts, 1-4 ranks.
+TEST(ShardedMuonCuda, SharePlanOnTheHostIndexesEveryOwnedElementOnce) {
+  const auto gpt2 = tk::model::gpt2_parameter_layout(tk::model::gpt2_config::preset("d2"));
+  const auto llama = tk::model::llama_parameter_layout(tk::model::llama_config::preset("d2"));
+  for (const auto* layout : {&gpt2, &llama}) {
+    const std::vector<to::muon_matrix> ms =
+        to::muon_matrices(*layout, to::muon_config{}.muon_roles, "test");
+    for (int world = 1; world <= 4; ++world)
+      for (const to::muon_share& share : to::muon_share_layout(ms, world, 5)) {
+        const to::muon_cuda::share_plan plan = to::muon_cuda::plan_share(ms, share.matrices);
+        ASSERT_EQ(plan.elements, share.packed.count);
+        ASSERT_EQ(plan.table.size(), share.matrices.last - share.matrices.first);
+        std::vector<int> work_hits(plan.elements, 0);
+        std::size_t wrong_flat = 0, outside_group = 0;
+        for (std::uint64_t i = 0; i < plan.elements; ++i) {
+          const to::kernels::matrix_entry& e =
+              to::kernels::find_matrix(plan.table.data(), int(plan.table.size()), i);
+          // The matrix holding element share.offset + i of the buffer of every matrix.
+          const std::size_t whole = share.packed.offset + i;
+          std::size_t k = share.matrices.first;
+          while (ms[k].state_offset + ms[k].numel() <= whole) ++k;
+          wrong_flat +=
+              e.offset + (i - e.state_offset) != ms[k].offset + (whole - ms[k].state_offset);
+          const std::uint64_t w = e.work_offset + (i - e.state_offset);
+          ASSERT_LT(w, plan.elements);
+          ++work_hits[w];
+          bool inside = false;
+          for (const auto& g : plan.groups)
+            inside =
+                inside || (g.rows == ms[k].rows && g.cols == ms[k].cols && w >= g.work_offset &&
+                           w < g.work_offset + std::size_t(g.count) * ms[k].numel());
+          outside_group += !inside;
+          EXPECT_EQ(e.shape_scale,
+                    float(std::sqrt(std::max(1.0, double(ms[k].rows) / double(ms[k].cols)))));
+        }
+        EXPECT_EQ(wrong_flat, 0u) << world << " ranks";
+        EXPECT_EQ(outside_group, 0u) << world << " ranks";
+        EXPECT_EQ(std::count(work_hits.begin(), work_hits.end(), 1), std::ptrdiff_t(plan.elements))
+            << world << " ranks";
+      }
+  }
+  // One share of everything: GPT-2 has three shapes (C×C, 4C×C, C×4C).
+  const std::vector<to::muon_matrix> all =
+      to::muon_matrices(gpt2, to::muon_config{}.muon_roles, "t");
+  EXPECT_EQ(to::muon_cuda::plan_share(all, {0, all.size()}).groups.size(), 3u);
 }
 
 TEST(ShardedMuonCuda, NoCommunicatorIsRefused) {

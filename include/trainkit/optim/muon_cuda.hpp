@@ -40,6 +40,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainkit/comm/gradient_layout.hpp"
@@ -76,14 +77,58 @@ class muon_cuda {
     std::size_t num_parameters() const { return params.size(); }
   };
 
-  // Matrices of one shape, contiguous in the work buffer from `work_offset`.
+ public:
+  /// Matrices of one shape, contiguous in the work buffer from `work_offset`.
   struct shape_group {
     std::int64_t rows = 0, cols = 0;
     int count = 0;
     std::size_t work_offset = 0;
   };
 
- public:
+  /// The host half of the set-up for matrices [owned.first, owned.last) of `matrices`: their
+  /// shape groups (in order of first appearance, each a contiguous run of the work buffer), the
+  /// kernels' table (flat offset; state offset relative to the first owned matrix, since the
+  /// momentum and master buffers hold the owned ones only; work offset; shape scale) and their
+  /// element count. No device: tests/optim/test_sharded_muon_cuda.cu checks it on the host.
+  struct share_plan {
+    std::vector<shape_group> groups;
+    std::vector<kernels::matrix_entry> table;
+    std::size_t elements = 0;
+  };
+  static share_plan plan_share(std::span<const muon_matrix> matrices, muon_matrix_range owned) {
+    share_plan plan;
+    const std::size_t count = owned.last - owned.first;
+    const std::size_t state_begin = count > 0 ? matrices[owned.first].state_offset : 0;
+    std::vector<std::size_t> group_of(count);
+    for (std::size_t k = 0; k < count; ++k) {
+      const muon_matrix& m = matrices[owned.first + k];
+      auto it = std::find_if(plan.groups.begin(), plan.groups.end(), [&](const shape_group& g) {
+        return g.rows == m.rows && g.cols == m.cols;
+      });
+      if (it == plan.groups.end())
+        it = plan.groups.insert(plan.groups.end(), {m.rows, m.cols, 0, 0});
+      group_of[k] = std::size_t(it - plan.groups.begin());
+      ++it->count;
+      plan.elements += m.numel();
+    }
+    std::size_t at = 0;
+    for (shape_group& g : plan.groups) {
+      g.work_offset = at;
+      at += std::size_t(g.count) * std::size_t(g.rows) * std::size_t(g.cols);
+    }
+    std::vector<std::size_t> filled(plan.groups.size(), 0);
+    plan.table.resize(count);
+    for (std::size_t k = 0; k < count; ++k) {
+      const muon_matrix& m = matrices[owned.first + k];
+      const shape_group& g = plan.groups[group_of[k]];
+      plan.table[k] = {
+          m.offset, m.state_offset - state_begin, g.work_offset + filled[group_of[k]] * m.numel(),
+          static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))))};
+      ++filled[group_of[k]];
+    }
+    return plan;
+  }
+
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
   using config_type = muon_config;
@@ -275,41 +320,18 @@ class muon_cuda {
   std::size_t adamw_elements() const noexcept { return packed_params_.size(); }
 
  private:
-  // Groups the owned matrices by shape and uploads their table (state offsets relative to the
-  // first owned matrix: this instance's momentum and master buffers hold the owned ones only).
+  // The host plan (plan_share), then a Newton–Schulz runner per shape and the table uploaded.
   void build_groups() {
-    const std::size_t count = owned_.last - owned_.first;
-    std::vector<std::size_t> group_of(count);
-    for (std::size_t k = 0; k < count; ++k) {
-      const muon_matrix& m = matrices_[owned_.first + k];
-      auto it = std::find_if(groups_.begin(), groups_.end(), [&](const shape_group& g) {
-        return g.rows == m.rows && g.cols == m.cols;
-      });
-      if (it == groups_.end()) it = groups_.insert(groups_.end(), {m.rows, m.cols, 0, 0});
-      group_of[k] = std::size_t(it - groups_.begin());
-      ++it->count;
-      total_ += m.numel();
-    }
-    std::size_t at = 0;
-    std::vector<std::size_t> filled(groups_.size(), 0);
-    for (shape_group& g : groups_) {
+    share_plan plan = plan_share(matrices_, owned_);
+    groups_ = std::move(plan.groups);
+    total_ = plan.elements;
+    for (const shape_group& g : groups_) {
       newton_schulz_cuda::can_implement(int(g.rows), int(g.cols), g.count, config_.ns_steps);
-      g.work_offset = at;
-      at += std::size_t(g.count) * std::size_t(g.rows) * std::size_t(g.cols);
       ns_.emplace_back(*matmul_);
     }
-    std::vector<kernels::matrix_entry> host(count);
-    for (std::size_t k = 0; k < count; ++k) {
-      const muon_matrix& m = matrices_[owned_.first + k];
-      const shape_group& g = groups_[group_of[k]];
-      host[k] = {m.offset, m.state_offset - state_begin_,
-                 g.work_offset + filled[group_of[k]] * m.numel(),
-                 static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))))};
-      ++filled[group_of[k]];
-    }
-    table_ = cuda::device_buffer<kernels::matrix_entry>(host.size());
-    if (!host.empty())
-      cuda::copy_to_device(table_.data(), std::span<const kernels::matrix_entry>(host),
+    table_ = cuda::device_buffer<kernels::matrix_entry>(plan.table.size());
+    if (!plan.table.empty())
+      cuda::copy_to_device(table_.data(), std::span<const kernels::matrix_entry>(plan.table),
                            stream_.get());
   }
 
