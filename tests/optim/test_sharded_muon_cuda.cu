@@ -23,8 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,15 +65,29 @@ static_assert(to::optimizer_for<to::sharded_muon_cuda, tk::model::gpt2_cuda>,
 
 namespace {
 
+// MPI is initialised only under a launcher (mpiexec sets these), so the one-process run needs no
+// MPI runtime on the machine (a device machine may carry Open MPI's libraries but no launcher):
+// it is then a world of one.
+bool launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+bool mpi_running() {
+  int on = 0;
+  MPI_Initialized(&on);
+  return on != 0;
+}
+
 int world_rank() {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
 int world_size() {
   int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
 
@@ -451,8 +467,9 @@ TEST(MuonCudaCheckpoint, ShardedCheckpointResumesShardedAndWhole) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  tk::comm::mpi_session mpi;
-  if (mpi.world_rank() != 0) {
+  std::optional<tk::comm::mpi_session> mpi;
+  if (launched_by_mpi()) mpi.emplace();
+  if (world_rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
   }
