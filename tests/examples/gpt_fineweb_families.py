@@ -12,9 +12,12 @@ Small CPU runs (d2, one thread, the embedded corpus unless a mode writes its own
             momentum, so Muon ran, and the losses differ from AdamW's, so the flag was not
             ignored); --muon-lr reaches the run (another rate, other losses).
   refusals  one line on stderr naming the flag and exit 2: --resume from a checkpoint of another
-            --arch, --optimizer or Llama shape; a Llama flag with gpt2, a Muon flag with adamw;
-            --device cuda with muon, and with llama what its CUDA model lacks (--attention naive,
-            --cuda-graph); llm.c files with llama; --export-hf of a variant HF cannot hold; a preset of the other family; Muon's sharded state with async checkpoints.
+            --arch, --optimizer, Llama shape or --device (a CPU Muon checkpoint on CUDA); a Llama
+            flag with gpt2, a Muon flag with adamw; --device cuda with llama, what its CUDA model
+            lacks (--attention naive, --cuda-graph); muon on CUDA runs or lacks a device; llm.c
+            files with llama; --export-hf of a variant HF cannot hold; a preset of the other
+            family; Muon's sharded state with async checkpoints (--reducer mpi and nccl) or a
+            ZeRO-1 reducer.
   hf        a Llama trained by the program and written with --export-hf loads back: an independent
             numpy Llama (tests/model/hf_llama_check.py, numpy + safetensors only) computes from the
             folder the validation loss the program printed for the same tokens, to 1e-4, and
@@ -219,10 +222,33 @@ class Runner:
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama", "--cuda-graph"],
                  2, r"^gpt_fineweb: error: (--cuda-graph: --arch llama's CUDA model has no CUDA "
                  r"graphs yet|%s)" % no_cuda)
-        # No CUDA optimizer for Muon yet.
-        self.run(SMALL + ["--steps", "1", "--device", "cuda", "--optimizer", "muon"], 2,
-                 r"^gpt_fineweb: error: (--device cuda: --optimizer muon has no CUDA optimizer "
-                 r"yet|%s)" % no_cuda)
+        # Muon has its CUDA optimizer (muon_cuda): no refusal by --optimizer any more. It trains
+        # where there is a GPU; elsewhere the device check (or the build) is what stops it.
+        self.cuda_runs_or_lacks_a_device(SMALL + ["--steps", "1", "--optimizer", "muon"])
+        # ... and under --reducer nccl (sharded_muon_cuda; one rank of one without mpirun).
+        self.cuda_runs_or_lacks_a_device(SMALL + ["--steps", "1", "--optimizer", "muon",
+                                                  "--reducer", "nccl"])
+        # Its sharded form under --reducer nccl writes sharded checkpoints, synchronously only.
+        self.run(SMALL + ["--steps", "1", "--device", "cuda", "--optimizer", "muon", "--reducer",
+                          "nccl", "--ckpt-mode", "async", "--ckpt-dir", self.path("nck")], 2,
+                 r"^gpt_fineweb: error: (--ckpt-mode async: --optimizer muon under --reducer nccl "
+                 r"shards Muon's momentum|%s)" % no_cuda)
+        self.run(SMALL + ["--steps", "1", "--device", "cuda", "--optimizer", "muon", "--reducer",
+                          "nccl-zero1"], 2,
+                 r"^gpt_fineweb: error: (--reducer nccl-zero1: --optimizer muon has no ZeRO-1 "
+                 r"form; its sharded form runs under --reducer mpi \(sharded_muon_cpu\) or "
+                 r"--reducer nccl \(sharded_muon_cuda\)|%s)" % no_cuda)
+        # CPU and CUDA checkpoints do not interchange (fp32 parameters against bf16 ones with fp32
+        # master weights): a CPU Muon checkpoint resumed on CUDA is refused naming --device before
+        # the device is looked at (and the reverse the same way, by the same comparison).
+        mckpt = self.path("muon_cpu_ckpt")
+        self.run(SMALL + ["--steps", "1", "--optimizer", "muon", "--ckpt-mode", "sync",
+                          "--ckpt-dir", mckpt])
+        self.run(SMALL + ["--steps", "2", "--optimizer", "muon", "--ckpt-mode", "sync",
+                          "--ckpt-dir", mckpt, "--resume", "--device", "cuda"], 2,
+                 r"^gpt_fineweb: error: (--resume: the checkpoint of step 1 in \S*muon_cpu_ckpt "
+                 r"was written by --device cpu, not --device cuda: its model\.\* tensors are "
+                 r"fp32 .*optim\.\*master.*do not interchange|%s)$" % no_cuda)
         # llm.c files hold GPT-2; Hugging Face's Llama has no ReLU^2 and no QK-norm. All refused
         # before training: no metrics written.
         metrics = self.path("refused.jsonl")
@@ -247,6 +273,22 @@ class Runner:
                  r"shards Muon's momentum")
         self.run(SMALL + ["--steps", "1", "--optimizer", "muon", "--reducer", "mpi-zero1"], 2,
                  r"^gpt_fineweb: error: --reducer mpi-zero1: --optimizer muon has no ZeRO-1 form")
+
+    def cuda_runs_or_lacks_a_device(self, flags):
+        """--device cuda with `flags`: trains (exit 0) on a machine with a GPU; exit 2 with "no
+        CUDA device found" without one, or "no CUDA support" from a build without nvcc (with
+        --reducer nccl: "no NCCL reducer" from a build without NCCL). Any other refusal (a flag,
+        a family) fails."""
+        flags = flags + ["--device", "cuda"]
+        p = subprocess.run([self.args.exe] + flags, capture_output=True, text=True, env=self.env,
+                           cwd=self.args.work, timeout=600)
+        err = p.stderr.strip()
+        if p.returncode == 0:
+            return
+        if p.returncode != 2 or not re.search(
+                r"^gpt_fineweb: error: (--device cuda: (no CUDA device found|this build has no "
+                r"CUDA support)|--reducer nccl: this build has no NCCL reducer)", err):
+            self.fail("`%s`: exit %d: %s" % (" ".join(flags), p.returncode, err))
 
     def write_shard(self, name, tokens):
         """An llm.c token shard: 256 int32 header (magic, version, count), uint16 tokens."""

@@ -9,10 +9,14 @@
 // builds AdamW (adamw_family::config: --lr, --beta1, --beta2, --eps, --weight-decay), so a change
 // there reaches it. On the CPU it is muon_cpu; under `--reducer mpi` sharded_muon_cpu, whose ranks
 // split the matrices (each keeps only its share of the momentum) and all-gather them, bit for bit
-// one process's result. Its state is sharded, so its checkpoints are the sharded kind, written
-// synchronously: `--ckpt-mode async` with `--reducer mpi` is refused naming --ckpt-mode. No ZeRO-1
-// form (`--reducer mpi-zero1` is refused naming --reducer) and no CUDA optimizer yet (train/cuda.cu
-// refuses `--device cuda --optimizer muon`).
+// one process's result. On CUDA it is muon_cuda (bf16 Newton–Schulz on cuBLASLt, fp32 master
+// weights), from the same muon_config; under `--reducer nccl` sharded_muon_cuda, the same split
+// over GPUs with the matrices gathered by NCCL broadcasts on the compute stream. A sharded form's
+// state is sharded, so its checkpoints are the sharded kind, written synchronously: `--ckpt-mode
+// async` with `--reducer mpi` or `nccl` is refused naming --ckpt-mode. No ZeRO-1 form
+// (`--reducer mpi-zero1` / `nccl-zero1` are refused naming --reducer). CPU and CUDA checkpoints
+// do not interchange (fp32 parameters against bf16 ones with fp32 master weights): the driver
+// refuses a resume across devices naming --device (train/checkpoint_families.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -57,15 +61,16 @@ struct muon_family {
   /// Muon's settings from its flags and AdamW's half from the training command's, validated
   /// (config_error naming the field; flag_names.hpp names the flag).
   static config_type config(const train_options& o, const flags& f) {
-    if (o.reducer == "mpi" && o.ckpt_mode == "async")
+    if ((o.reducer == "mpi" || o.reducer == "nccl") && o.ckpt_mode == "async")
       throw trainkit::config_error(
-          "--ckpt-mode async: --optimizer muon under --reducer mpi shards Muon's momentum over "
-          "the ranks, whose checkpoints are written synchronously, every rank its shard; use "
-          "--ckpt-mode sync or none");
+          "--ckpt-mode async: --optimizer muon under --reducer " + o.reducer +
+          " shards Muon's momentum over the ranks, whose checkpoints are written synchronously, "
+          "every rank its shard; use --ckpt-mode sync or none");
     if (o.reducer == "mpi-zero1" || o.reducer == "nccl-zero1")
-      throw trainkit::config_error("--reducer " + o.reducer +
-                                   ": --optimizer muon has no ZeRO-1 form; its sharded form runs "
-                                   "under --reducer mpi (sharded_muon_cpu)");
+      throw trainkit::config_error(
+          "--reducer " + o.reducer +
+          ": --optimizer muon has no ZeRO-1 form; its sharded form runs under --reducer mpi "
+          "(sharded_muon_cpu) or --reducer nccl (sharded_muon_cuda)");
     config_type c;
     c.lr = float(f.lr);
     c.momentum = float(f.momentum);
@@ -105,4 +110,33 @@ struct host_policies<muon_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-// No `cuda_policies<muon_family>` yet: train/cuda.cu refuses --device cuda for --optimizer muon.
+#if defined(__CUDACC__)
+#include <trainkit/optim/muon_cuda.hpp>
+#if defined(TRAINKIT_HAS_NCCL)
+#include <trainkit/optim/sharded_muon_cuda.hpp>
+#endif
+
+namespace gpt_fineweb {
+
+/// The CUDA half: muon_cuda for any bf16 device model whose layout gives its matrices the role
+/// `matrix` (gpt2_cuda; a Llama CUDA model with its parameter roles fits the same way).
+template <>
+struct cuda_policies<muon_family> {
+  using is_defined = void;
+  template <class Model>
+  using optimizer_type = trainkit::optim::muon_cuda;
+#if defined(TRAINKIT_HAS_NCCL)
+  /// --reducer nccl: the GPUs share the matrices (state sharded, gradients all-reduced whole),
+  /// over the communicator the reducer made.
+  template <class Model>
+  using all_reduce_optimizer_type = trainkit::optim::sharded_muon_cuda;
+  template <class Communicator>
+  static trainkit::optim::sharded_muon_cuda_config all_reduce_config(
+      const muon_family::config_type& m, const Communicator& comm) {
+    return trainkit::optim::sharded_muon_cuda_config(m, comm);
+  }
+#endif
+};
+
+}  // namespace gpt_fineweb
+#endif  // __CUDACC__

@@ -9,7 +9,9 @@
 // would stop later, at a tensor that does not fit, or not at all where the tensors happen to fit
 // (an AdamW checkpoint's moments are not Muon's, but a GPT-2 and a Llama layout share names).
 // Checkpoints written before the families were recorded are GPT-2 trained with AdamW, the only
-// families there were.
+// families there were. The device is compared too (meta "device"): a CPU checkpoint holds fp32
+// parameters, a CUDA one bf16 parameters with fp32 master weights (optim.master; Muon's
+// optim.muon.master and optim.adamw.master), so neither resumes the other.
 #pragma once
 
 #include <filesystem>
@@ -34,12 +36,13 @@ inline std::string checkpoint_meta_or_default(const std::map<std::string, std::s
 }
 
 /// Throws config_error naming the flag when the newest readable checkpoint in `dir` was written
-/// by another `--arch`, `--optimizer` or model shape than `run` (this run's meta) names; `keys`
+/// by another `--arch`, `--optimizer`, model shape or `--device` than `run` (this run's meta)
+/// names (a checkpoint without "device" is not compared on it); `keys`
 /// are those compared ("model" only when both record it). `why` starts the line ("--resume").
 /// Nothing to compare (no checkpoint, none readable) is left to the loader to report.
 inline void refuse_foreign_checkpoint(
     const std::string& dir, const std::map<std::string, std::string>& run,
-    std::initializer_list<std::string_view> keys = {"arch", "optimizer", "model"},
+    std::initializer_list<std::string_view> keys = {"arch", "optimizer", "model", "device"},
     std::string_view why = "--resume") {
   namespace ck = trainkit::checkpoint;
   const auto all = ck::list_checkpoints(dir);
@@ -64,6 +67,12 @@ inline void refuse_foreign_checkpoint(
                                      checkpoint_meta_or_default(run, "arch") +
                                      " with this --model and its shape flags makes '" +
                                      mine->second + "'");
+      if (key == "device")
+        throw trainkit::config_error(
+            where + " was written by --device " + theirs + ", not --device " + mine->second +
+            ": its model.* tensors are " + (theirs == "cuda" ? "bf16" : "fp32") + " and it has " +
+            (theirs == "cuda" ? "" : "no ") +
+            "fp32 master weights (optim.*master), so CPU and CUDA checkpoints do not interchange");
       throw trainkit::config_error(where + " was written by --" + key + " " + theirs + ", not --" +
                                    key + " " + mine->second);
     }

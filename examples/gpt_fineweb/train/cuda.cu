@@ -10,11 +10,12 @@
 // side stream, written on a Boost.Asio thread; the stager orders its copies after the trainer's
 // compute stream, and the next update waits for the snapshot on the device, not on the host).
 // `--reducer nccl` (built where CMake found NCCL and MPI) runs one rank per GPU under mpirun,
-// NCCL's unique id broadcast over MPI; `--reducer nccl-zero1` the same with ZeRO-1
-// (reduce::nccl_zero1 + the optimizer family's sharded form, sharded checkpoints with
-// --ckpt-mode sync). The CPU twins of all this are in train/cpu.hpp. Compiled by nvcc: nothing
-// here may include Eigen (the families' host halves are compiled outside nvcc only). Library
-// errors propagate to the program's one error path (command.hpp): one line and exit code 2.
+// NCCL's unique id broadcast over MPI (with the optimizer family's all-reduce form where it has
+// one: Muon's sharded_muon_cuda, sharded checkpoints with --ckpt-mode sync); `--reducer nccl-zero1`
+// the same with ZeRO-1 (reduce::nccl_zero1 + the optimizer family's sharded form, sharded
+// checkpoints with --ckpt-mode sync). The CPU twins of all this are in train/cpu.hpp. Compiled by
+// nvcc: nothing here may include Eigen (the families' host halves are compiled outside nvcc only).
+// Library errors propagate to the program's one error path (command.hpp): one line and exit code 2.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -37,8 +38,8 @@
 // ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
 #if defined(TRAINKIT_HAS_NCCL)
 #include <trainkit/comm/mpi_session.hpp>
-#include <trainkit/reduce/nccl_allreduce.hpp>
 #include <trainkit/comm/nccl_mpi.hpp>
+#include <trainkit/reduce/nccl_allreduce.hpp>
 #include <trainkit/reduce/nccl_zero1.hpp>
 
 #include "mpi_launch.hpp"
@@ -156,12 +157,25 @@ int run_train_nccl(const train_options& o, const typename ModelFamily::flags& mo
                                " has no sharded (ZeRO-1) form; use --reducer nccl");
       }
     }
-    return driver.template run<typename optimizer::template optimizer_type<model>>(
-        [&] {
-          join();
-          return tk::reduce::nccl_allreduce(*comm);
-        },
-        ranks);
+    if constexpr (has_all_reduce_form<optimizer, model>) {  // Muon: the GPUs share the matrices
+      return driver
+          .template run_sharded<typename optimizer::template all_reduce_optimizer_type<model>>(
+              [&] {
+                join();
+                return tk::reduce::nccl_allreduce(*comm);
+              },
+              [&](const typename OptimizerFamily::config_type& c) {
+                return optimizer::all_reduce_config(c, *comm);
+              },
+              ranks);
+    } else {
+      return driver.template run<typename optimizer::template optimizer_type<model>>(
+          [&] {
+            join();
+            return tk::reduce::nccl_allreduce(*comm);
+          },
+          ranks);
+    }
   });
 }
 #else

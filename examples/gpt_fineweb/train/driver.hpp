@@ -107,10 +107,12 @@ concept has_zero1_form = requires {
   typename Policies::template zero1_optimizer_type<Model>;
 };
 
-/// An optimizer family's host policies whose data-parallel all-reduce run (`--reducer mpi`) uses
-/// another optimizer than one process does: `all_reduce_optimizer_type<Model>` and
-/// `all_reduce_config(config)` (families/muon.hpp: sharded_muon_cpu, whose ranks share the work
-/// and the state but read the whole all-reduced gradients). Its state is sharded when the
+/// An optimizer family's policies on a device whose data-parallel all-reduce run (`--reducer mpi`
+/// on the CPU, `--reducer nccl` on CUDA) uses another optimizer than one process does:
+/// `all_reduce_optimizer_type<Model>` and `all_reduce_config(config)` (on CUDA
+/// `all_reduce_config(config, communicator)`; families/muon.hpp: sharded_muon_cpu and
+/// sharded_muon_cuda, whose ranks share the work and the state but read the whole all-reduced
+/// gradients). Its state is sharded when the
 /// optimizer is a checkpoint::sharded_optimizer, so the run takes run_sharded's checkpointers.
 template <class Policies, class Model>
 concept has_all_reduce_form = requires {

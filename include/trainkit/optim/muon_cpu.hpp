@@ -63,46 +63,6 @@
 
 namespace trainkit::optim {
 
-/// Elements [offset, offset + count) of the packed momentum of every matrix.
-struct muon_state_range {
-  std::size_t offset = 0, count = 0;
-};
-
-/// Matrices [first, last) of a muon_matrices list: the ones an optimizer instance updates.
-struct muon_matrix_range {
-  std::size_t first = 0, last = 0;
-
-  friend bool operator==(const muon_matrix_range&, const muon_matrix_range&) = default;
-};
-
-/// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
-/// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
-/// cost first reaches r/world_size of the total. Every rank computes the same cut from the same
-/// layout; a rank may get none when there are fewer matrices than ranks.
-inline std::vector<muon_matrix_range> muon_shards(std::span<const muon_matrix> matrices,
-                                                  int world_size, int ns_steps) {
-  if (world_size <= 0) throw config_error("muon_shards: world size " + std::to_string(world_size));
-  std::vector<double> cost_before(matrices.size() + 1, 0.0);  // cost of matrices [0, i)
-  for (std::size_t i = 0; i < matrices.size(); ++i)
-    cost_before[i + 1] =
-        cost_before[i] + detail::newton_schulz_flops(matrices[i].rows, matrices[i].cols, ns_steps);
-  const double total = cost_before.back();
-  std::vector<muon_matrix_range> out;
-  std::size_t first = 0;
-  for (int r = 0; r < world_size; ++r) {
-    std::size_t last = matrices.size();
-    if (r + 1 < world_size) {
-      const double goal = total * double(r + 1) / double(world_size);
-      last = first;  // the first cut at or past the goal, nearer side: as even as whole matrices
-      while (last < matrices.size() && cost_before[last + 1] <= goal) ++last;
-      if (last < matrices.size() && goal - cost_before[last] > cost_before[last + 1] - goal) ++last;
-    }
-    out.push_back({first, last});
-    first = last;
-  }
-  return out;
-}
-
 /// Muon for the matrices and AdamW for the rest, over a host-memory model of `Scalar`s.
 template <class Scalar>
 class basic_muon_cpu {

@@ -24,7 +24,8 @@
 // constructor, which synchronises; an update allocates nothing and never waits for the host. Like
 // adamw_cuda, per-step constants (rates, bias corrections) are kernel arguments, so a captured
 // CUDA graph of the update would need its node parameters updated per step; nothing here stops
-// capturing it. Sharded Muon over NCCL is not here (optim/sharded_muon_cpu.hpp is the host one).
+// capturing it. Constructed for a contiguous share of the matrices (muon_shards) it keeps and
+// updates only those: one rank of optim/sharded_muon_cuda.hpp, which gathers the rest over NCCL.
 // Never run on a GPU yet. Needs nvcc; link trainkit::cuda.
 #pragma once
 
@@ -39,6 +40,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainkit/comm/gradient_layout.hpp"
@@ -75,14 +77,58 @@ class muon_cuda {
     std::size_t num_parameters() const { return params.size(); }
   };
 
-  // Matrices of one shape, contiguous in the work buffer from `work_offset`.
+ public:
+  /// Matrices of one shape, contiguous in the work buffer from `work_offset`.
   struct shape_group {
     std::int64_t rows = 0, cols = 0;
     int count = 0;
     std::size_t work_offset = 0;
   };
 
- public:
+  /// The host half of the set-up for matrices [owned.first, owned.last) of `matrices`: their
+  /// shape groups (in order of first appearance, each a contiguous run of the work buffer), the
+  /// kernels' table (flat offset; state offset relative to the first owned matrix, since the
+  /// momentum and master buffers hold the owned ones only; work offset; shape scale) and their
+  /// element count. No device: tests/optim/test_sharded_muon_cuda.cu checks it on the host.
+  struct share_plan {
+    std::vector<shape_group> groups;
+    std::vector<kernels::matrix_entry> table;
+    std::size_t elements = 0;
+  };
+  static share_plan plan_share(std::span<const muon_matrix> matrices, muon_matrix_range owned) {
+    share_plan plan;
+    const std::size_t count = owned.last - owned.first;
+    const std::size_t state_begin = count > 0 ? matrices[owned.first].state_offset : 0;
+    std::vector<std::size_t> group_of(count);
+    for (std::size_t k = 0; k < count; ++k) {
+      const muon_matrix& m = matrices[owned.first + k];
+      auto it = std::find_if(plan.groups.begin(), plan.groups.end(), [&](const shape_group& g) {
+        return g.rows == m.rows && g.cols == m.cols;
+      });
+      if (it == plan.groups.end())
+        it = plan.groups.insert(plan.groups.end(), {m.rows, m.cols, 0, 0});
+      group_of[k] = std::size_t(it - plan.groups.begin());
+      ++it->count;
+      plan.elements += m.numel();
+    }
+    std::size_t at = 0;
+    for (shape_group& g : plan.groups) {
+      g.work_offset = at;
+      at += std::size_t(g.count) * std::size_t(g.rows) * std::size_t(g.cols);
+    }
+    std::vector<std::size_t> filled(plan.groups.size(), 0);
+    plan.table.resize(count);
+    for (std::size_t k = 0; k < count; ++k) {
+      const muon_matrix& m = matrices[owned.first + k];
+      const shape_group& g = plan.groups[group_of[k]];
+      plan.table[k] = {
+          m.offset, m.state_offset - state_begin, g.work_offset + filled[group_of[k]] * m.numel(),
+          static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))))};
+      ++filled[group_of[k]];
+    }
+    return plan;
+  }
+
   using memory_space = device_memory;
   using parameter_type = trainkit::bf16;
   using config_type = muon_config;
@@ -92,7 +138,14 @@ class muon_cuda {
   /// model's bf16 parameters, zeroes momentum and AdamW's moments, and warms up the Newton–Schulz
   /// GEMMs (allocations, autotuning). Synchronises. Throws config_error or cuda_error.
   template <bf16_device_model M>
-  muon_cuda(const M& model, muon_config config)
+  muon_cuda(const M& model, muon_config config) : muon_cuda(model, config, std::nullopt) {}
+
+  /// Updates (and keeps momentum and master weights for) only matrices [owned.first, owned.last)
+  /// of `matrices()`, leaving the others' parameters as they are, and AdamW's half whole: one
+  /// rank's part of a sharded Muon (optim/sharded_muon_cuda.hpp), which gathers the others'
+  /// matrices itself. muon_cpu's constructor of the same shape is the host one's.
+  template <bf16_device_model M>
+  muon_cuda(const M& model, muon_config config, std::optional<muon_matrix_range> owned)
       : config_((config.validate(), config)),
         n_(std::size_t(model.num_parameters())),
         layout_(model.parameter_layout().begin(), model.parameter_layout().end()),
@@ -100,10 +153,19 @@ class muon_cuda {
         runs_(muon_adamw_runs(matrices_, n_, "muon_cuda")),
         adamw_layout_(muon_adamw_layout(layout_, config_.muon_roles, runs_, "muon_cuda")),
         matmul_(std::make_unique<linalg::matmul_context>()) {
-    for (const muon_matrix& m : matrices_)
+    for (const muon_matrix& m : matrices_) {
       if (m.offset + m.numel() > n_)
         throw config_error("muon_cuda: a matrix at offset " + std::to_string(m.offset) +
                            " leaves the model's " + std::to_string(n_) + " parameters");
+      all_elements_ += m.numel();
+    }
+    owned_ = owned.value_or(muon_matrix_range{0, matrices_.size()});
+    if (owned_.first > owned_.last || owned_.last > matrices_.size())
+      throw config_error("muon_cuda: matrices [" + std::to_string(owned_.first) + ", " +
+                         std::to_string(owned_.last) + ") are not among the model's " +
+                         std::to_string(matrices_.size()));
+    state_begin_ =
+        owned_.first < matrices_.size() ? matrices_[owned_.first].state_offset : all_elements_;
     build_groups();
     // The model initialised its parameters on its own stream: order after it (set-up path).
     TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -155,16 +217,16 @@ class muon_cuda {
     const float rate =
         static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
     const float keep = 1.0f - rate * config_.weight_decay;
-    kernels::muon_momentum(grads, momentum_.data(), work_.data(), table_.data(),
-                           int(matrices_.size()), total_, clip.norm_and_factor,
+    kernels::muon_momentum(grads, momentum_.data(), work_.data(), table_.data(), owned_count(),
+                           total_, clip.norm_and_factor,
                            {config_.momentum, 1.0f - config_.momentum, config_.nesterov}, s);
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const shape_group& grp = groups_[g];
       bf16_t* w = work_.data() + grp.work_offset;
       ns_[g].run(w, w, int(grp.rows), int(grp.cols), grp.count, config_.ns_steps, s);
     }
-    kernels::muon_apply(params, master_.data(), work_.data(), table_.data(), int(matrices_.size()),
-                        total_, rate, keep, s);
+    kernels::muon_apply(params, master_.data(), work_.data(), table_.data(), owned_count(), total_,
+                        rate, keep, s);
     ++muon_steps_;
   }
 
@@ -173,10 +235,11 @@ class muon_cuda {
     return adamw_ ? adamw_->steps_taken() : muon_steps_;
   }
 
-  /// "optim.muon.momentum" and "optim.muon.master" ({matrix elements}, packed in layout order as
-  /// muon_cpu's momentum), "optim.adamw.m", "optim.adamw.v" and "optim.adamw.master" ({other
-  /// elements}, packed as muon_cpu's), all fp32 in device memory, and "optim.step" (u64 {1},
-  /// host). muon_cpu has the same names less the two masters (its parameters are fp32 already).
+  /// "optim.muon.momentum" and "optim.muon.master" ({owned matrix elements}: every matrix unless
+  /// constructed for a share; packed in layout order as muon_cpu's momentum), "optim.adamw.m",
+  /// "optim.adamw.v" and "optim.adamw.master" ({other elements}, packed as muon_cpu's), all fp32 in
+  /// device memory, and "optim.step" (u64 {1}, host). muon_cpu has the same names less the two
+  /// masters (its parameters are fp32 already).
   std::vector<state_tensor> state() {
     std::vector<state_tensor> out;
     if (adamw_) {
@@ -215,8 +278,9 @@ class muon_cuda {
     }
   }
 
-  /// Every fp32 master weight in the model's layout, copied to the host (tests, exports). Waits
-  /// for the device (updates run on the trainer's stream, not this optimizer's).
+  /// Every fp32 master weight in the model's layout, copied to the host (tests, exports); for an
+  /// instance owning a share of the matrices, the others' elements read 0. Waits for the device
+  /// (updates run on the trainer's stream, not this optimizer's).
   std::vector<float> master_to_host() const {
     TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> out(n_, 0.0f);
@@ -227,58 +291,53 @@ class muon_cuda {
         for (std::size_t i = r.begin; i < r.end; ++i) out[i] = packed[at++];
     }
     std::vector<float> muon(total_);
-    cuda::copy_to_host(std::span<float>(muon), master_.data(), stream_.get());
-    for (const muon_matrix& m : matrices_)
-      std::copy_n(muon.begin() + std::ptrdiff_t(m.state_offset), m.numel(),
+    if (total_ > 0) cuda::copy_to_host(std::span<float>(muon), master_.data(), stream_.get());
+    for (std::size_t i = owned_.first; i < owned_.last; ++i) {
+      const muon_matrix& m = matrices_[i];
+      std::copy_n(muon.begin() + std::ptrdiff_t(m.state_offset - state_begin_), m.numel(),
                   out.begin() + std::ptrdiff_t(m.offset));
+    }
     return out;
   }
 
   const muon_config& config() const noexcept { return config_; }
-  /// Every matrix Muon updates, in layout order.
+  /// Every matrix of the model Muon treats, in layout order (this instance updates `owned()`).
   std::span<const muon_matrix> matrices() const noexcept { return matrices_; }
+  /// The matrices this instance updates and keeps state for (all, unless constructed for a share).
+  muon_matrix_range owned() const noexcept { return owned_; }
+  /// Where this instance's momentum and master weights lie in the packed buffer of every matrix.
+  muon_state_range momentum_range() const noexcept { return {state_begin_, total_}; }
+  /// Elements of every matrix together (the packed buffer's length).
+  std::size_t momentum_elements() const noexcept { return all_elements_; }
+  /// Bytes of optimizer state on the device: momentum and master weights of the owned matrices,
+  /// AdamW's master weights and moments (fp32).
+  std::size_t state_bytes() const noexcept {
+    return momentum_.bytes() + master_.bytes() + 3 * sizeof(float) * packed_params_.size();
+  }
   /// Distinct matrix shapes: batched Newton–Schulz calls per update.
   std::size_t shape_groups() const noexcept { return groups_.size(); }
   /// Elements AdamW updates (every element not in a matrix, padding included).
   std::size_t adamw_elements() const noexcept { return packed_params_.size(); }
 
  private:
+  // The host plan (plan_share), then a Newton–Schulz runner per shape and the table uploaded.
   void build_groups() {
-    std::vector<std::size_t> group_of(matrices_.size());
-    for (std::size_t i = 0; i < matrices_.size(); ++i) {
-      const muon_matrix& m = matrices_[i];
-      auto it = std::find_if(groups_.begin(), groups_.end(), [&](const shape_group& g) {
-        return g.rows == m.rows && g.cols == m.cols;
-      });
-      if (it == groups_.end()) it = groups_.insert(groups_.end(), {m.rows, m.cols, 0, 0});
-      group_of[i] = std::size_t(it - groups_.begin());
-      ++it->count;
-      total_ += m.numel();
-    }
-    std::size_t at = 0;
-    std::vector<std::size_t> filled(groups_.size(), 0);
-    for (shape_group& g : groups_) {
+    share_plan plan = plan_share(matrices_, owned_);
+    groups_ = std::move(plan.groups);
+    total_ = plan.elements;
+    for (const shape_group& g : groups_) {
       newton_schulz_cuda::can_implement(int(g.rows), int(g.cols), g.count, config_.ns_steps);
-      g.work_offset = at;
-      at += std::size_t(g.count) * std::size_t(g.rows) * std::size_t(g.cols);
       ns_.emplace_back(*matmul_);
     }
-    std::vector<kernels::matrix_entry> host(matrices_.size());
-    for (std::size_t i = 0; i < matrices_.size(); ++i) {
-      const muon_matrix& m = matrices_[i];
-      const shape_group& g = groups_[group_of[i]];
-      host[i] = {m.offset, m.state_offset, g.work_offset + filled[group_of[i]] * m.numel(),
-                 static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))))};
-      ++filled[group_of[i]];
-    }
-    table_ = cuda::device_buffer<kernels::matrix_entry>(host.size());
-    cuda::copy_to_device(table_.data(), std::span<const kernels::matrix_entry>(host),
-                         stream_.get());
+    table_ = cuda::device_buffer<kernels::matrix_entry>(plan.table.size());
+    if (!plan.table.empty())
+      cuda::copy_to_device(table_.data(), std::span<const kernels::matrix_entry>(plan.table),
+                           stream_.get());
   }
 
   void load_master(trainkit::bf16* params, cudaStream_t s) {
-    kernels::muon_load_master(master_.data(), as_device(params), table_.data(),
-                              int(matrices_.size()), total_, s);
+    kernels::muon_load_master(master_.data(), as_device(params), table_.data(), owned_count(),
+                              total_, s);
     copy_runs(as_device(packed_params_.data()), as_device(params), true, s);
   }
 
@@ -306,6 +365,8 @@ class muon_cuda {
                          " gradients but the optimizer was built for " + std::to_string(n_));
   }
 
+  int owned_count() const noexcept { return int(owned_.last - owned_.first); }
+
   static const bf16_t* as_device(const trainkit::bf16* p) noexcept {
     return reinterpret_cast<const bf16_t*>(p);
   }
@@ -318,8 +379,11 @@ class muon_cuda {
   std::vector<muon_run> runs_;
   std::vector<tensor_info> adamw_layout_;
   std::vector<shape_group> groups_;
-  std::size_t total_ = 0;      // elements of every matrix
-  cuda::stream stream_{true};  // set-up work only; updates run on the context's stream
+  muon_matrix_range owned_{};     // the matrices this instance updates
+  std::size_t state_begin_ = 0;   // where they start in the packed buffer of every matrix
+  std::size_t all_elements_ = 0;  // elements of every matrix
+  std::size_t total_ = 0;         // elements of the owned matrices
+  cuda::stream stream_{true};     // set-up work only; updates run on the context's stream
   std::unique_ptr<linalg::matmul_context> matmul_;    // shared by ns_ (same stream, in turn)
   std::vector<newton_schulz_cuda> ns_;                // one per shape group (own work buffers)
   cuda::device_buffer<kernels::matrix_entry> table_;  // (matrices,)

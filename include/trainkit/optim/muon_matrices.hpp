@@ -3,7 +3,9 @@
 // elements left to AdamW, with their tensors re-addressed into one packed buffer.
 //
 // Shared by muon_cpu.hpp and muon_cuda.hpp, so that both make the same split and pack their state
-// in the same order. No Eigen and no CUDA here: a .cu translation unit includes it.
+// in the same order, and by the sharded forms (sharded_muon_cpu.hpp, sharded_muon_cuda.hpp): how
+// ranks share the matrices (muon_shards, muon_share_layout) and the host twin of their gather
+// (muon_pack, muon_unpack). No Eigen and no CUDA here: a .cu translation unit includes it.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/core/tensor_role.hpp"
+#include "trainkit/optim/detail/ns_coefficients.hpp"
 
 namespace trainkit::optim {
 
@@ -65,6 +68,91 @@ inline std::vector<muon_matrix> muon_matrices(std::span<const tensor_info> layou
       }
   }
   return out;
+}
+
+/// Elements [offset, offset + count) of the packed momentum of every matrix.
+struct muon_state_range {
+  std::size_t offset = 0, count = 0;
+};
+
+/// Matrices [first, last) of a muon_matrices list: the ones an optimizer instance updates.
+struct muon_matrix_range {
+  std::size_t first = 0, last = 0;
+
+  friend bool operator==(const muon_matrix_range&, const muon_matrix_range&) = default;
+};
+
+/// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
+/// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
+/// cost first reaches r/world_size of the total. Every rank computes the same cut from the same
+/// layout; a rank may get none when there are fewer matrices than ranks.
+inline std::vector<muon_matrix_range> muon_shards(std::span<const muon_matrix> matrices,
+                                                  int world_size, int ns_steps) {
+  if (world_size <= 0) throw config_error("muon_shards: world size " + std::to_string(world_size));
+  std::vector<double> cost_before(matrices.size() + 1, 0.0);  // cost of matrices [0, i)
+  for (std::size_t i = 0; i < matrices.size(); ++i)
+    cost_before[i + 1] =
+        cost_before[i] + detail::newton_schulz_flops(matrices[i].rows, matrices[i].cols, ns_steps);
+  const double total = cost_before.back();
+  std::vector<muon_matrix_range> out;
+  std::size_t first = 0;
+  for (int r = 0; r < world_size; ++r) {
+    std::size_t last = matrices.size();
+    if (r + 1 < world_size) {
+      const double goal = total * double(r + 1) / double(world_size);
+      last = first;  // the first cut at or past the goal, nearer side: as even as whole matrices
+      while (last < matrices.size() && cost_before[last + 1] <= goal) ++last;
+      if (last < matrices.size() && goal - cost_before[last] > cost_before[last + 1] - goal) ++last;
+    }
+    out.push_back({first, last});
+    first = last;
+  }
+  return out;
+}
+
+/// One rank's share of the matrices in a sharded Muon: matrices [first, last) of the list
+/// (`matrices`) and where they lie in the packed buffer of every matrix (`packed`), the range its
+/// momentum occupies and the piece of the all-gather it sends. Rank order tiles the buffer.
+struct muon_share {
+  muon_matrix_range matrices;
+  muon_state_range packed;
+};
+
+/// Every rank's share, in rank order: muon_shards' cut of `matrices` (sorted, packed as
+/// muon_matrices returns them) with the packed range each cut covers. sharded_muon_cpu (its
+/// MPI_Allgatherv counts and displacements) and sharded_muon_cuda (its grouped broadcasts) take
+/// their pieces from here, so both shard exactly alike.
+inline std::vector<muon_share> muon_share_layout(std::span<const muon_matrix> matrices,
+                                                 int world_size, int ns_steps) {
+  const std::vector<muon_matrix_range> cuts = muon_shards(matrices, world_size, ns_steps);
+  const std::size_t total =
+      matrices.empty() ? 0 : matrices.back().state_offset + matrices.back().numel();
+  const auto packed_at = [&](std::size_t i) {
+    return i < matrices.size() ? matrices[i].state_offset : total;
+  };
+  std::vector<muon_share> out;
+  out.reserve(cuts.size());
+  for (const muon_matrix_range& c : cuts)
+    out.push_back({c, {packed_at(c.first), packed_at(c.last) - packed_at(c.first)}});
+  return out;
+}
+
+/// The send side of a sharded Muon's gather, on the host (the twin of the device pack in
+/// optim/cuda/muon_kernels.cuh): copies matrices [share.first, share.last) from the model's flat
+/// buffer to their places in `packed`, the buffer of every matrix (muon_matrix::state_offset).
+template <class T>
+void muon_pack(std::span<const muon_matrix> matrices, muon_matrix_range share, const T* flat,
+               T* packed) {
+  for (std::size_t i = share.first; i < share.last; ++i)
+    std::copy_n(flat + matrices[i].offset, matrices[i].numel(), packed + matrices[i].state_offset);
+}
+
+/// The receive side: every matrix from `packed` to its place in the flat buffer (a rank's own
+/// come back unchanged: it packed them itself).
+template <class T>
+void muon_unpack(std::span<const muon_matrix> matrices, const T* packed, T* flat) {
+  for (const muon_matrix& m : matrices)
+    std::copy_n(packed + m.state_offset, m.numel(), flat + m.offset);
 }
 
 /// Elements [begin, end) of the flat buffer that AdamW updates (a run between matrices).

@@ -76,11 +76,10 @@ class basic_sharded_muon_cpu {
     if (inner_.momentum_elements() > std::size_t(INT_MAX))
       throw config_error("sharded_muon_cpu: " + std::to_string(inner_.momentum_elements()) +
                          " matrix elements exceed MPI's int counts (2^31-1) for the all-gather");
-    const auto shares = muon_shards(inner_.matrices(), comm_.size(), config.muon.ns_steps);
-    for (const muon_matrix_range& r : shares) {
-      const std::size_t begin = state_offset(r.first), end = state_offset(r.last);
-      counts_.push_back(int(end - begin));
-      displs_.push_back(int(begin));
+    for (const muon_share& r :
+         muon_share_layout(inner_.matrices(), comm_.size(), config.muon.ns_steps)) {
+      counts_.push_back(int(r.packed.count));
+      displs_.push_back(int(r.packed.offset));
     }
     gathered_.resize(inner_.momentum_elements());
   }
@@ -96,21 +95,12 @@ class basic_sharded_muon_cpu {
     const std::span<Scalar> params = model.parameters();
     const auto matrices = inner_.matrices();
     const muon_matrix_range own = inner_.owned();
-    Scalar* mine = gathered_.data() + inner_.momentum_range().offset;
-    for (std::size_t i = own.first; i < own.last; ++i) {
-      const muon_matrix& m = matrices[i];
-      std::copy_n(params.data() + m.offset, m.numel(),
-                  mine + (m.state_offset - inner_.momentum_range().offset));
-    }
+    muon_pack(matrices, own, params.data(), gathered_.data());
     comm::mpi_check(
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered_.data(), counts_.data(),
                        displs_.data(), comm::mpi_datatype_of<Scalar>(), comm_.get()),
         "MPI_Allgatherv");
-    for (std::size_t i = 0; i < matrices.size(); ++i) {
-      if (i >= own.first && i < own.last) continue;
-      const muon_matrix& m = matrices[i];
-      std::copy_n(gathered_.data() + m.state_offset, m.numel(), params.data() + m.offset);
-    }
+    muon_unpack(matrices, gathered_.data(), params.data());
   }
 
   /// muon_cpu's state with this rank's momentum as "optim.muon.shard.momentum" (its own name, so
@@ -159,11 +149,6 @@ class basic_sharded_muon_cpu {
     config.validate();
     const auto matrices = muon_matrices(model.parameter_layout(), config.muon_roles, "muon_cpu");
     return muon_shards(matrices, world, config.ns_steps)[std::size_t(rank)];
-  }
-
-  std::size_t state_offset(std::size_t matrix) const {
-    const auto m = inner_.matrices();
-    return matrix < m.size() ? m[matrix].state_offset : inner_.momentum_elements();
   }
 
   void check_descriptor() const {

@@ -8,7 +8,9 @@
 // muon_cpu's, in its order, with explicitly rounded operations (__fmul_rn/__fadd_rn/__fsub_rn) so
 // that nvcc does not contract them into FMAs: the host twin (optim/detail/muon_cuda_twin.hpp)
 // computes the same floats. The clipping factor is read from device memory (the trainer's clipping
-// step wrote it on the same stream). Not for users: optim/muon_cuda.hpp is the interface.
+// step wrote it on the same stream). The sharded form's gather packs its matrices into, and
+// unpacks every matrix from, the packed bf16 buffer the ranks broadcast (muon_pack, muon_unpack).
+// Not for users: optim/muon_cuda.hpp and optim/sharded_muon_cuda.hpp are the interface.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,9 +33,10 @@ struct matrix_entry {
 
 inline constexpr int muon_threads = 256;
 
-/// The entry holding packed element i: the last whose state_offset ≤ i.
-__device__ inline const matrix_entry& find_matrix(const matrix_entry* table, int count,
-                                                  std::uint64_t i) {
+/// The entry holding packed element i: the last whose state_offset ≤ i. Host-callable too, so
+/// the CPU tests can walk the kernels' indexing (tests/optim/test_sharded_muon_cuda.cu).
+__host__ __device__ inline const matrix_entry& find_matrix(const matrix_entry* table, int count,
+                                                           std::uint64_t i) {
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -135,6 +138,52 @@ inline void muon_load_master(float* master, const __nv_bfloat16* params, const m
   muon_load_master_kernel<>
       <<<muon_blocks(total), muon_threads, 0, s>>>(master, params, table, count, total);
   TRAINKIT_CUDA_CHECK_LAUNCH("muon_load_master_kernel");
+}
+
+/// The send side of a sharded Muon's gather (optim/sharded_muon_cuda.hpp): packed[i] =
+/// params[m.offset + (i − m.state_offset)] for i in [begin, end), this rank's piece of the packed
+/// buffer of every matrix. `table` lists every matrix with its state offset in that buffer. The
+/// host twin is optim::muon_pack (muon_matrices.hpp).
+template <class = void>
+__global__ void __launch_bounds__(muon_threads)
+    muon_pack_kernel(const __nv_bfloat16* params, __nv_bfloat16* packed, const matrix_entry* table,
+                     int count, std::uint64_t begin, std::uint64_t end) {
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = begin + std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < end;
+       i += stride) {
+    const matrix_entry& m = find_matrix(table, count, i);
+    packed[i] = params[m.offset + (i - m.state_offset)];
+  }
+}
+
+inline void muon_pack(const __nv_bfloat16* params, __nv_bfloat16* packed, const matrix_entry* table,
+                      int count, std::uint64_t begin, std::uint64_t end, cudaStream_t s) {
+  if (end <= begin) return;
+  muon_pack_kernel<>
+      <<<muon_blocks(end - begin), muon_threads, 0, s>>>(params, packed, table, count, begin, end);
+  TRAINKIT_CUDA_CHECK_LAUNCH("muon_pack_kernel");
+}
+
+/// The receive side: params[m.offset + (i − m.state_offset)] = packed[i] for every element of
+/// every matrix (`total`). The host twin is optim::muon_unpack.
+template <class = void>
+__global__ void __launch_bounds__(muon_threads)
+    muon_unpack_kernel(__nv_bfloat16* params, const __nv_bfloat16* packed,
+                       const matrix_entry* table, int count, std::uint64_t total) {
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const matrix_entry& m = find_matrix(table, count, i);
+    params[m.offset + (i - m.state_offset)] = packed[i];
+  }
+}
+
+inline void muon_unpack(__nv_bfloat16* params, const __nv_bfloat16* packed,
+                        const matrix_entry* table, int count, std::uint64_t total, cudaStream_t s) {
+  if (total == 0) return;
+  muon_unpack_kernel<>
+      <<<muon_blocks(total), muon_threads, 0, s>>>(params, packed, table, count, total);
+  TRAINKIT_CUDA_CHECK_LAUNCH("muon_unpack_kernel");
 }
 
 }  // namespace trainkit::optim::kernels
