@@ -83,6 +83,10 @@ if [[ $mode == build ]]; then
   if cmake --build "$tree" --target help | grep -q '^test_nccl_premul:'; then
     tests+=(test_nccl_premul)
   fi
+  # Sharded Muon over NCCL (one rank here: against muon_cuda, its state split, its resumes).
+  if cmake --build "$tree" --target help | grep -q '^test_sharded_muon_cuda:'; then
+    tests+=(test_sharded_muon_cuda)
+  fi
   cmake --build "$tree" --target "${tests[@]}" "${benches[@]}" "${programs[@]}" -j"${JOBS:-1}"
   rm -rf "$carry"
   mkdir -p "$carry/bin" "$carry/lib"
@@ -307,15 +311,17 @@ step() {
 bin=$carry/bin
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
 # The Llama rows (llama 15, llama bench 15) took 5 s each from gpt2, training, link, torch,
-# profile and memcheck: every figure here is a guess until a first GPU run times them.
-lim_core=15 lim_nccl=20 lim_premul=10 lim_kernels=45 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
-lim_gpt2=30 lim_golden=10 lim_training=25 lim_link=5 lim_bench=40 lim_graph=20 lim_torch=30
-lim_profile=15 lim_attn=15 lim_memcheck=15 lim_fineweb=30 lim_muon_ns=5 lim_muon=10
-lim_llama=15 lim_llama_bench=15
+# profile and memcheck; sharded Muon (10) and the fineweb group's Muon and Llama runs (+10) took
+# 5 s each from kernels, profile, torch and memcheck: every figure here is a guess until a first
+# GPU run times them.
+lim_core=15 lim_nccl=20 lim_premul=10 lim_kernels=40 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
+lim_gpt2=30 lim_golden=10 lim_training=25 lim_link=5 lim_bench=40 lim_graph=20 lim_torch=25
+lim_profile=10 lim_attn=15 lim_memcheck=10 lim_fineweb=40 lim_muon_ns=5 lim_muon=10
+lim_llama=15 lim_llama_bench=15 lim_shmuon=10
 sum=$((lim_core + lim_nccl + lim_premul + lim_kernels + lim_flash + lim_cudnn + lim_prefetch + lim_stager + lim_gpt2 +
   lim_golden + lim_training + lim_link + lim_bench + lim_graph + lim_torch + lim_profile + lim_attn +
-  lim_memcheck + lim_fineweb + lim_muon_ns + lim_muon + lim_llama + lim_llama_bench))
-say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb + muon ns $lim_muon_ns + muon step $lim_muon + llama $lim_llama + llama bench $lim_llama_bench = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
+  lim_memcheck + lim_fineweb + lim_muon_ns + lim_muon + lim_llama + lim_llama_bench + lim_shmuon))
+say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb + muon ns $lim_muon_ns + muon step $lim_muon + llama $lim_llama + llama bench $lim_llama_bench + sharded muon $lim_shmuon = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
 if ((sum > 420)); then  # one device-tool call of <= 420 s leaves a second, shorter one in 15 minutes
   say "gpu_check: the step limits exceed 420 s; fix the lim_* values"
   write_summary
@@ -331,6 +337,10 @@ step "test_cuda_training nccl (*Nccl*)" "$lim_nccl" gtest "$bin/test_cuda_traini
 # Both NCCL reducers with a pre-multiplied sum (x2): over one GPU a real reduction kernel runs.
 if [[ -x $bin/test_nccl_premul ]]; then
   step test_nccl_premul "$lim_premul" gtest "$bin/test_nccl_premul" --gtest_color=no
+fi
+# Sharded Muon over NCCL on one GPU (no mpirun: its 2-rank case needs 2 GPUs and mpiexec).
+if [[ -x $bin/test_sharded_muon_cuda ]]; then
+  step test_sharded_muon_cuda "$lim_shmuon" gtest "$bin/test_sharded_muon_cuda" --gtest_color=no
 fi
 # 2. kernel tests: one process per test, faults named.
 kernels_end=$((SECONDS + lim_kernels))
@@ -439,7 +449,8 @@ else
   write_summary
 fi
 
-# 7. gpt_fineweb --device cuda: d12 with gradient accumulation, d2 checkpoint/resume/export.
+# 7. gpt_fineweb --device cuda: d12 with gradient accumulation, d2 Muon and Llama runs, d2
+#    checkpoint/resume/export.
 #    (No --reducer nccl-zero1 run: it needs MPI, whose singleton start needs orted and ~120
 #    plugin libraries the device machine lacks; the NCCL row above runs nccl_zero1 over one GPU.)
 fw=$bin/gpt_fineweb
@@ -451,16 +462,22 @@ fineweb_end=$((SECONDS + lim_fineweb))
 # most 10 s (the d2 runs take a few seconds each; d12 gets the rest).
 share() {
   local s=$((fineweb_end - SECONDS - 4 * $1))
-  ((s > 10 && $1 < 5)) && s=10
+  ((s > 10 && $1 < 7)) && s=10
   echo $((s < 1 ? 1 : s))
 }
-step fineweb_d12_20steps "$(share 5)" '^---- report ----' "$fw" --device cuda \
+step fineweb_d12_20steps "$(share 7)" '^---- report ----' "$fw" --device cuda \
   --model d12 --batch 4 --seq 1024 --steps 20 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
   --eval-every 0 --eval-batches 2 --no-progress --log-every 5 --metrics "$out/metrics_d12.jsonl"
 # The same run with trainkit's flash attention (its report's tokens/s beside the default's).
-step fineweb_d12_flash "$(share 4)" '^---- report ----' "$fw" --device cuda --attention flash \
+step fineweb_d12_flash "$(share 6)" '^---- report ----' "$fw" --device cuda --attention flash \
   --model d12 --batch 4 --seq 1024 --steps 10 --total-batch-tokens 32768 --lr 6e-4 --warmup 5 \
   --eval-every 0 --eval-batches 2 --no-progress --log-every 5
+# The other families through the program: Muon (muon_cuda) with a sync checkpoint, resumed,
+# and the Llama family (llama_cuda, GQA) with Muon.
+step fineweb_d2_muon_sync_ckpt "$(share 5)" 'step' "$fw" --device cuda --model d2 --optimizer muon \
+  --steps 10 --ckpt-mode sync --ckpt-dir "$ck/muon" --ckpt-every 5 --no-progress --log-every 5
+step fineweb_d2_llama_muon "$(share 4)" 'step' "$fw" --device cuda --arch llama --model d2 \
+  --optimizer muon --steps 10 --no-progress --log-every 5
 step fineweb_d2_sync_ckpt "$(share 3)" 'step' "$fw" --device cuda --model d2 --steps 20 --ckpt-mode sync \
   --ckpt-dir "$ck/sync" --ckpt-every 10 --no-progress --log-every 10
 step fineweb_d2_sync_resume "$(share 2)" 'step' "$fw" --device cuda --model d2 --steps 30 --ckpt-mode sync \
