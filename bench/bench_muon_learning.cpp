@@ -24,7 +24,9 @@
 //
 //   nohup bench_muon_learning OUT_DIR [--arch gpt2|llama] [--model d6] [--steps 300] [--batch 8]
 //        [--seq 256] [--eval-every 25] [--eval-batches 16] > OUT_DIR.log 2>&1 &
-// d6 at 2,048 tokens per step takes a few seconds a step on 2 cores: ~1.5 h for the four runs.
+// d6 at 2,048 tokens per step takes a few seconds a step on 2 cores: ~1.5 h for the four runs;
+// bench/RESULTS.md records both families at --steps 200 --batch 4 --seq 256 --eval-every 20
+// --eval-batches 8 (~12 min a run on one core).
 // --model d2 --steps 40 --eval-every 10 is a smoke run of a few minutes.
 #include <algorithm>
 #include <cmath>
