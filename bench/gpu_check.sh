@@ -328,19 +328,26 @@ step() {
 }
 
 bin=$carry/bin
+num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
+  local v
+  v=$(sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1")
+  printf '%s' "${v:--}"
+}
 # Limits (seconds), in order of how much each answers; they sum to the budget (checked below).
 # The Llama rows (llama 15, llama bench 15) took 5 s each from gpt2, training, link, torch,
 # profile and memcheck; sharded Muon (10) and the fineweb group's Muon and Llama runs (+10) took
 # 5 s each from kernels, profile, torch and memcheck: every figure here is a guess until a first
 # GPU run times them.
+# The Llama d24 case (+10 on the llama bench) and PyTorch's Llama (20) took 5 s each from gpt2,
+# training, bench, graph, attention and profile.
 lim_core=15 lim_nccl=20 lim_premul=10 lim_kernels=40 lim_flash=20 lim_cudnn=10 lim_prefetch=10 lim_stager=10
-lim_gpt2=30 lim_golden=10 lim_training=25 lim_link=5 lim_bench=40 lim_graph=20 lim_torch=25
-lim_profile=10 lim_attn=15 lim_memcheck=10 lim_fineweb=40 lim_muon_ns=5 lim_muon=10
-lim_llama=15 lim_llama_bench=15 lim_shmuon=10
+lim_gpt2=25 lim_golden=10 lim_training=20 lim_link=5 lim_bench=35 lim_graph=15 lim_torch=25
+lim_profile=5 lim_attn=10 lim_memcheck=10 lim_fineweb=40 lim_muon_ns=5 lim_muon=10
+lim_llama=15 lim_llama_bench=25 lim_llama_torch=20 lim_shmuon=10
 sum=$((lim_core + lim_nccl + lim_premul + lim_kernels + lim_flash + lim_cudnn + lim_prefetch + lim_stager + lim_gpt2 +
   lim_golden + lim_training + lim_link + lim_bench + lim_graph + lim_torch + lim_profile + lim_attn +
-  lim_memcheck + lim_fineweb + lim_muon_ns + lim_muon + lim_llama + lim_llama_bench + lim_shmuon))
-say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb + muon ns $lim_muon_ns + muon step $lim_muon + llama $lim_llama + llama bench $lim_llama_bench + sharded muon $lim_shmuon = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
+  lim_memcheck + lim_fineweb + lim_muon_ns + lim_muon + lim_llama + lim_llama_bench + lim_llama_torch + lim_shmuon))
+say "budget: core $lim_core + nccl $lim_nccl + nccl premul $lim_premul + kernels $lim_kernels + flash $lim_flash + cudnn $lim_cudnn + prefetch $lim_prefetch + stager $lim_stager + gpt2 $lim_gpt2 + golden $lim_golden + training $lim_training + link $lim_link + bench $lim_bench + graph bench $lim_graph + torch $lim_torch (d12 first, d48 if >= 30 s remain) + profile $lim_profile + attention bench $lim_attn + memcheck (kernel tests only) $lim_memcheck + fineweb $lim_fineweb + muon ns $lim_muon_ns + muon step $lim_muon + llama $lim_llama + llama bench (d12, d24) $lim_llama_bench + torch llama d12 $lim_llama_torch + sharded muon $lim_shmuon = ${sum}s; budget ${budget}s (each step is also cut to what is left of the budget); call with timeout_s=450"
 if ((sum > 420)); then  # one device-tool call of <= 420 s leaves a second, shorter one in 15 minutes
   say "gpu_check: the step limits exceed 420 s; fix the lim_* values"
   write_summary
@@ -413,10 +420,11 @@ bench_out=$last_output
 step "bench_gpu_training --cuda-graph --quick" "$lim_graph" '^CUDA graph ' "$bin/bench_gpu_training" \
   --cuda-graph --quick
 graph_out=$(sed -n '/^CUDA graph /,$p' <<<"$last_output")
-# 4b. the Llama family's d12 (llama_cuda, flash with GQA): MFU beside the 50% goal; no PyTorch
-#     reference of the architecture yet, so its `llama-result` line stays out of the torch rows.
+# 4b. the Llama family's d12 and d24 (llama_cuda, flash with GQA): MFU beside the 50% goal. Its
+#     `llama-result` lines stay out of GPT-2's torch rows; PyTorch's Llama is the torch step below.
 step "bench_gpu_training --arch llama" "$lim_llama_bench" '^llama-result impl=trainkit' \
   "$bin/bench_gpu_training" --arch llama
+llama_shapes=$(grep '^llama-result impl=trainkit' <<<"$last_output")
 torch_script=$carry/torch_reference.py
 [[ -f $torch_script ]] || torch_script=$root/bench/gpu/torch_reference.py
 torch_end=$((SECONDS + lim_torch))
@@ -447,6 +455,15 @@ while read -r line; do
     --steps 10 --warmup 3
   torch_lines+=$(grep '^result impl=torch' <<<"$last_output")$'\n'
 done <<<"$torch_shapes"
+
+# 4d. PyTorch's Llama (torch_reference.py --arch llama) at the shape llama_cuda's d12 ran (its
+#     configured shape if it did not finish); d24 is left to a rerun (GPU_CHECK_ONLY=llama).
+llama12=$(grep ' model=d12 ' <<<"$llama_shapes" | head -n1)
+[[ -n $llama12 ]] || llama12="llama-result impl=trainkit model=d12 B=32 T=1024 accum=1 (configured)"
+step "torch_reference --arch llama d12 B=$(num "$llama12" B) T=$(num "$llama12" T)" "$lim_llama_torch" \
+  '^llama-result impl=torch' env LD_LIBRARY_PATH="$host_ld" python3 "$torch_script" --arch llama \
+  --model d12 --batch "$(num "$llama12" B)" --seq "$(num "$llama12" T)" --steps 10 --warmup 3
+llama_torch_lines=$(grep '^llama-result impl=torch' <<<"$last_output")
 
 # 5. per-kernel profile (its table also goes to profile.txt).
 step profile_kernels "$lim_profile" '^profile done' "$bin/profile_kernels" --out "$out/profile.txt"
@@ -508,11 +525,6 @@ step fineweb_d2_async_ckpt "$(share 0)" 'step' "$fw" --device cuda --model d2 \
 rm -rf "$ck"
 
 # ---- tables last (the tool's reply carries the end of stdout) ----------------------------------
-num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
-  local v
-  v=$(sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1")
-  printf '%s' "${v:--}"
-}
 # Issue 12's goals, from the result lines of bench_gpu_training and torch_reference.py: one row
 # per figure, "-" (and met "no") where a figure is missing because its step failed or was cut off.
 goals_table() {
@@ -543,6 +555,18 @@ goals_table() {
   row "d48 T=1024 B=16, no recompute: device memory in use (GB)" "$(awk -v g="$(num "$d48" mem_gib)" -v b="$(num "$d48" B)" 'BEGIN { if (g != "-" && b == 16) printf "%.1f", g * 1.073741824; else print "-" }')" le 100
   echo "(attention TFLOP/s goals: the attention table below)"
 }
+# Issue 26's goals: llama_cuda's d12 and d24 MFU, and d12 beside PyTorch's Llama at the same shape.
+llama_goals_table() {
+  local l12 l24 p12
+  l12=$(grep ' model=d12 ' <<<"$llama_shapes" | head -n1)
+  l24=$(grep ' model=d24 ' <<<"$llama_shapes" | head -n1)
+  p12=$(grep " model=d12 B=$(num "$l12" B) T=$(num "$l12" T) " <<<"$llama_torch_lines" | head -n1)
+  echo "---- issue 26 goals (bench_gpu_training --arch llama beside torch_reference.py --arch llama) ----"
+  printf '%-58s %10s %10s %4s\n' figure measured goal met
+  row "llama d12 T=1024: MFU (%)" "$(awk -v m="$(num "$l12" mfu)" 'BEGIN { if (m != "-") printf "%.1f", 100 * m; else print "-" }')" ge 50
+  row "llama d24 T=1024: MFU (%)" "$(awk -v m="$(num "$l24" mfu)" 'BEGIN { if (m != "-") printf "%.1f", 100 * m; else print "-" }')" ge 50
+  row "llama d12 tokens/s trainkit / PyTorch (same shape)" "$(awk -v a="$(num "$l12" tok_s)" -v b="$(num "$p12" tok_s)" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')" ge 1.15
+}
 {
   echo
   echo "---- trainkit vs PyTorch (same shapes; MFU = (6N + 12LCT) x tok/s / 989 TFLOP/s) ----"
@@ -561,6 +585,8 @@ goals_table() {
   done <<<"$shapes"
   echo
   goals_table
+  echo
+  llama_goals_table
   echo
   sed -n '/^case /,$p' <<<"$bench_out"
   [[ -n $graph_out ]] && { echo; echo "$graph_out"; }
