@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -138,6 +139,31 @@ TEST(Trainer, PhasesAddUpToStepTime) {
     ++n;
   }
   EXPECT_EQ(n, r.steps.size());
+}
+
+TEST(Trainer, StepCallbackTimeIsTheNextStepsLogTime) {
+  // The on_step callback blocks the loop after step k is complete; its time belongs to step k+1's
+  // log phase (run_output.hpp), so the steps still tile the run and nothing lands in "other".
+  auto cfg = quiet_config(4);
+  synthetic_trainer t(cfg, synthetic(4, 16), std::nullopt, tk::model::gpt2_cpu(tiny_model(), 1),
+                      tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{});
+  constexpr double sleep_ms = 40;
+  int calls = 0;
+  t.on_step([&](const tk::step_metrics&) {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(int(sleep_ms)));
+    return true;
+  });
+  const auto r = t.run();
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_EQ(calls, 4);
+  EXPECT_LT(r.steps[0].log_ms, sleep_ms / 2);  // no callback before step 1
+  for (std::size_t i = 1; i < r.steps.size(); ++i) {
+    EXPECT_GE(r.steps[i].log_ms, sleep_ms * 0.95) << "step " << i + 1;
+    EXPECT_LT(r.steps[i].other_ms, sleep_ms / 2) << "step " << i + 1;
+    EXPECT_NEAR(r.steps[i].phases_ms() + r.steps[i].other_ms, r.steps[i].dt_ms,
+                0.02 * r.steps[i].dt_ms);
+  }
 }
 
 TEST(Trainer, GradientAccumulationMatchesOneLargeBatch) {
@@ -368,8 +394,15 @@ TEST(Trainer, StopRequestSavesAndReturns) {
       cfg, tk::data::mmap_token_source({shard, 4, 16, 200}), std::nullopt,
       tk::model::gpt2_cpu(tiny_model(), 1), tk::optim::adamw_config{},
       tk::checkpoint::sync_checkpointer({dir.path / "ckpt", 0}));
-  std::thread stopper([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The request comes from another thread once the run is under way (as a signal would), not
+  // after a fixed time: on a quiet machine 1000 tiny steps can finish in less than any sleep.
+  std::atomic<int> steps_done{0};
+  t.on_step([&](const tk::step_metrics&) {
+    steps_done.fetch_add(1);
+    return true;
+  });
+  std::thread stopper([&] {
+    while (steps_done.load() < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     tk::request_stop();
   });
   const auto r = t.run();
