@@ -132,6 +132,18 @@ class Block(nn.Module):
         return x + F.linear(gelu_tanh(F.linear(h, self.fcw, self.fcb)), self.fcprojw, self.fcprojb)
 
 
+def load_flat(model, tensor_layout, flat):
+    """Copies one flat vector into `model`'s parameters, tensor by tensor in `tensor_layout`'s
+    order (each tensor: model.tensors()[name], one parameter per layer)."""
+    i = 0
+    with torch.no_grad():
+        for name, _ in tensor_layout:
+            for p in model.tensors()[name]:
+                p.copy_(flat[i : i + p.numel()].view_as(p))
+                i += p.numel()
+    assert i == flat.numel(), (i, flat.numel())
+
+
 class GPT2(nn.Module):
     def __init__(self, cfg, flash=False):
         super().__init__()
@@ -159,13 +171,7 @@ class GPT2(nn.Module):
         return torch.cat(parts)
 
     def load_flat(self, flat):
-        i = 0
-        with torch.no_grad():
-            for name, _ in layout(self.cfg):
-                for p in self.tensors()[name]:
-                    p.copy_(flat[i : i + p.numel()].view_as(p))
-                    i += p.numel()
-        assert i == flat.numel()
+        load_flat(self, layout(self.cfg), flat)
 
     def init_gpt2(self, seed):
         """GPT-2's initialisation (normal 0.02, residual projections scaled by 1/sqrt(2L), zero
@@ -326,13 +332,7 @@ class Llama(nn.Module):
 
     def load_flat(self, flat):
         """Parameters from one flat vector in trainkit's layout order."""
-        i = 0
-        with torch.no_grad():
-            for name, _ in llama_layout(self.cfg):
-                for p in self.tensors()[name]:
-                    p.copy_(flat[i : i + p.numel()].view_as(p))
-                    i += p.numel()
-        assert i == flat.numel(), (i, flat.numel())
+        load_flat(self, llama_layout(self.cfg), flat)
 
     def init_llama(self, seed):
         """trainkit's Llama initialisation in kind (detail/llama_init.hpp): normal 0.02, the
