@@ -53,8 +53,10 @@ class run_output {
   console_sink& console() noexcept { return console_; }
   void on_step(step_callback callback) { callback_ = std::move(callback); }
 
-  /// At the start of a run: the metrics file (appended to after a resume) and TensorBoard.
+  /// At the start of a run: the metrics file (appended to after a resume) and TensorBoard. A
+  /// callback's time from an earlier run() is not this run's.
   void open_files(bool resumed) {
+    callback_ms_ = 0;
     files_.emplace(
         settings_.metrics_path.empty() ? jsonl_sink() : jsonl_sink(settings_.metrics_path, resumed),
         settings_.tensorboard_dir.empty() ? tensorboard_sink()
