@@ -60,7 +60,7 @@ inline constexpr std::array<field_flag, 24> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 7> family_field_flags{{
+inline constexpr std::array<field_flag, 12> family_field_flags{{
     // llama_config (model/llama_config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
@@ -70,6 +70,11 @@ inline constexpr std::array<field_flag, 7> family_field_flags{{
     {"muon_config.lr", "--muon-lr"},
     {"muon_config.momentum", "--muon-momentum"},
     {"muon_config.ns_steps", "--muon-ns-steps"},
+    {"muon_config.orthogonalizer", "--muon-ns"},
+    {"muon_config.normuon_beta2", "--muon-normuon-beta2"},  // before its prefix below
+    {"muon_config.normuon", "--muon-normuon"},
+    {"muon_config.cautious_weight_decay", "--muon-cautious-wd"},
+    {"muon_config.weight_decay", "--muon-weight-decay"},
     {"muon_config.schedule_max_lr", "--lr"},
 }};
 

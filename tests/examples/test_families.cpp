@@ -197,6 +197,24 @@ TEST(FamilyRegistry, EveryMuonFlagReachesItsFieldOnly) {
   w.ns_steps = 3;
   EXPECT_EQ(config_of({"--muon-ns-steps", "3"}), w);
   EXPECT_THROW(config_of({"--muon-ns-steps", "0"}), trainkit::config_error);
+  // The variants (issue 38): each flag its field only.
+  w = want;
+  w.orthogonalizer = trainkit::optim::muon_orthogonalizer::polar_express;
+  EXPECT_EQ(config_of({"--muon-ns", "polar"}), w);
+  EXPECT_THROW(config_of({"--muon-ns", "ns7"}), trainkit::config_error);
+  EXPECT_THROW(config_of({"--muon-ns", "polar", "--muon-ns-steps", "6"}), trainkit::config_error);
+  w = want;
+  w.normuon = true;
+  EXPECT_EQ(config_of({"--muon-normuon"}), w);
+  w.normuon_beta2 = 0.9f;
+  EXPECT_EQ(config_of({"--muon-normuon", "--muon-normuon-beta2", "0.9"}), w);
+  w = want;
+  w.weight_decay = 0.05f;
+  EXPECT_EQ(config_of({"--muon-weight-decay", "0.05"}), w);
+  w.cautious_weight_decay = true;
+  EXPECT_EQ(config_of({"--muon-weight-decay", "0.05", "--muon-cautious-wd"}), w);
+  o.reducer = "mpi";  // sharded Muon keeps no second moment yet
+  EXPECT_THROW(config_of({"--muon-normuon"}), trainkit::config_error);
 }
 
 TEST(FamilyRegistry, MuonsAdamwHalfIsTheAdamwFamilysConfig) {

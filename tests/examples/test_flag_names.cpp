@@ -101,6 +101,17 @@ TEST(FlagNames, MuonFieldsAreTheirFlags) {
                     "--muon-momentum must be in [0,1)");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.ns_steps = 0; }), "muon_config.ns_steps",
                     "--muon-ns-steps must be in [1,100]: 0");
+  // The variants' fields (issue 38), longer names before their prefixes in the table.
+  expect_flag_named(muon([](tk::optim::muon_config& c) {
+                      c.orthogonalizer = tk::optim::muon_orthogonalizer::polar_express;
+                      c.ns_steps = 6;
+                    }),
+                    "muon_config.orthogonalizer",
+                    "--muon-ns-steps must be in [1,5] with --muon-ns polar: 6");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.normuon_beta2 = 1; }),
+                    "muon_config.normuon_beta2", "--muon-normuon-beta2 must be in [0,1): 1");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.weight_decay = -1; }),
+                    "muon_config.weight_decay", "--muon-weight-decay must be finite and >= 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.schedule_max_lr = 0; }),
                     "muon_config.schedule_max_lr", "--lr must be finite and > 0");
 }

@@ -71,18 +71,23 @@ struct golden_file {
   std::vector<golden_case> cases;
 };
 
-inline golden_file load() {
+/// The fixtures of tests/fixtures/<folder>/<stem>.json and .bin: the published Muon's
+/// (tests/fixtures/muon, make_muon_fixtures.py) by default, or its variants'
+/// (load("recipe", "muon_variants"), tests/fixtures/recipe/make_muon_variant_fixtures.py).
+inline golden_file load(const std::string& folder = "muon",
+                        const std::string& stem = "muon_fixtures") {
   // $TRAINKIT_MUON_FIXTURES_DIR where the source tree is elsewhere (bench/gpu_check.sh sets it on
-  // the device machine), else the source tree's copy.
+  // the device machine; it names tests/fixtures/muon, whose sibling folders are found beside it),
+  // else the source tree's copy.
   const char* env = std::getenv("TRAINKIT_MUON_FIXTURES_DIR");
-  const fs::path dir =
-      env && *env ? fs::path(env) : fs::path(TRAINKIT_SOURCE_DIR) / "tests" / "fixtures" / "muon";
-  std::ifstream js(dir / "muon_fixtures.json");
-  if (!js) throw std::runtime_error("cannot open " + (dir / "muon_fixtures.json").string());
+  const fs::path dir = env && *env ? fs::path(env) / ".." / folder
+                                   : fs::path(TRAINKIT_SOURCE_DIR) / "tests" / "fixtures" / folder;
+  std::ifstream js(dir / (stem + ".json"));
+  if (!js) throw std::runtime_error("cannot open " + (dir / (stem + ".json")).string());
   golden_file f;
   f.meta = nlohmann::json::parse(js);
-  std::ifstream bin(dir / "muon_fixtures.bin", std::ios::binary);
-  if (!bin) throw std::runtime_error("cannot open muon_fixtures.bin");
+  std::ifstream bin(dir / (stem + ".bin"), std::ios::binary);
+  if (!bin) throw std::runtime_error("cannot open " + stem + ".bin");
   for (const auto& c : f.meta.at("cases")) {
     golden_case g;
     g.name = c.at("name");
@@ -104,12 +109,22 @@ inline golden_file load() {
     g.config.adamw.beta2 = k.at("beta2");
     g.config.adamw.eps = k.at("eps");
     g.config.adamw.weight_decay = k.at("adamw_weight_decay");
+    if (k.contains("orthogonalizer")) {  // the variants' fixtures
+      const auto o = to::parse_muon_orthogonalizer(k.at("orthogonalizer").get<std::string>());
+      if (!o) throw std::runtime_error("unknown orthogonalizer in " + g.name);
+      g.config.orthogonalizer = *o;
+      g.config.normuon = k.at("normuon");
+      g.config.normuon_beta2 = k.at("normuon_beta2");
+      g.config.cautious_weight_decay = k.at("cautious_weight_decay");
+      g.config.momentum_warmup_steps = k.at("momentum_warmup_steps");
+      g.config.momentum_warmup_start = k.at("momentum_warmup_start");
+    }
     const auto& a = c.at("params_after");
     g.expected.resize(a.at("count").get<std::size_t>());
     bin.seekg(std::streamoff(a.at("offset").get<std::size_t>() * sizeof(float)));
     bin.read(reinterpret_cast<char*>(g.expected.data()),
              std::streamsize(g.expected.size() * sizeof(float)));
-    if (!bin) throw std::runtime_error("muon_fixtures.bin: short array for " + g.name);
+    if (!bin) throw std::runtime_error(stem + ".bin: short array for " + g.name);
     f.cases.push_back(std::move(g));
   }
   return f;

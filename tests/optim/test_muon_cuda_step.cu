@@ -39,15 +39,9 @@ std::vector<float> download(const tk::model::gpt2_cuda& model) {
   return out;
 }
 
-}  // namespace
-
-TEST(MuonCuda, ThreeUpdatesMatchTheHostTwin) {
-  TRAINKIT_SKIP_WITHOUT_DEVICE();
+// Three updates of `config` on a d2 gpt2_cuda against the host twin (see the file header).
+void expect_three_updates_match_the_twin(const to::muon_config& config) {
   tk::model::gpt2_cuda model(tk::model::gpt2_config::preset("d2"), /*seed=*/11);
-  to::muon_config config;
-  config.weight_decay = 0.1f;  // exercise the decoupled decay of both halves
-  config.adamw.weight_decay = 0.1f;
-  config.schedule_max_lr = 1e-3f;
   const std::vector<float> start = download(model);
   to::muon_cuda opt(model, config);
   EXPECT_EQ(opt.shape_groups(), 3u);  // C×C (q, k, v, attention projection), 4C×C, C×4C
@@ -102,6 +96,33 @@ TEST(MuonCuda, ThreeUpdatesMatchTheHostTwin) {
       EXPECT_LT(std::sqrt(num / den), 1e-5) << t.name;
     }
   }
+}
+
+}  // namespace
+
+TEST(MuonCuda, ThreeUpdatesMatchTheHostTwin) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  to::muon_config config;
+  config.weight_decay = 0.1f;  // exercise the decoupled decay of both halves
+  config.adamw.weight_decay = 0.1f;
+  config.schedule_max_lr = 1e-3f;
+  expect_three_updates_match_the_twin(config);
+}
+
+// The variants (issue 38) together: Polar Express coefficients in the GEMMs, the NorMuon kernel's
+// line scales, the cautious apply and the momentum warm-up, against the twin's (which the CPU
+// tests pin to PyTorch, tests/optim/test_muon_variants.cpp).
+TEST(MuonCuda, VariantsMatchTheHostTwin) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  to::muon_config config;
+  config.weight_decay = 0.1f;
+  config.adamw.weight_decay = 0.1f;
+  config.schedule_max_lr = 1e-3f;
+  config.orthogonalizer = to::muon_orthogonalizer::polar_express;
+  config.normuon = true;
+  config.cautious_weight_decay = true;
+  config.momentum_warmup_steps = 2;
+  expect_three_updates_match_the_twin(config);
 }
 
 TEST(MuonCuda, StateNamesFollowMuonCpu) {

@@ -5,15 +5,20 @@
 // Nesterov momentum, and everything else — embeddings, an untied head, norms, biases — with AdamW.
 // Its own flags are --muon-lr (Muon's peak rate, at the schedule's peak; the schedule's shape
 // follows --schedule/--warmup), --muon-momentum and --muon-ns-steps, defaulting to muon_config's
-// (0.02, 0.95, 5: the published Muon's). The AdamW half is built exactly as families/adamw.hpp
-// builds AdamW (adamw_family::config: --lr, --beta1, --beta2, --eps, --weight-decay), so a change
-// there reaches it. On the CPU it is muon_cpu; under `--reducer mpi` sharded_muon_cpu, whose ranks
-// split the matrices (each keeps only its share of the momentum) and all-gather them, bit for bit
-// one process's result. On CUDA it is muon_cuda (bf16 Newton–Schulz on cuBLASLt, fp32 master
-// weights), from the same muon_config; under `--reducer nccl` sharded_muon_cuda, the same split
-// over GPUs with the matrices gathered by NCCL broadcasts on the compute stream. A sharded form's
-// state is sharded, so its checkpoints are the sharded kind, written synchronously: `--ckpt-mode
-// async` with `--reducer mpi` or `nccl` is refused naming --ckpt-mode. No ZeRO-1 form
+// (0.02, 0.95, 5: the published Muon's). Its variants (muon_config; off by default, the published
+// Muon): --muon-ns ns5|polar (Polar Express per-iteration coefficients, at most 5 steps),
+// --muon-normuon with --muon-normuon-beta2 (NorMuon's per-neuron second moment; not under
+// --reducer mpi or nccl, whose sharded checkpoints hold the momentum only) and --muon-cautious-wd
+// (cautious weight decay of --muon-weight-decay, Muon's own decay, 0 by default). The AdamW half is
+// built exactly as families/adamw.hpp builds AdamW (adamw_family::config: --lr, --beta1, --beta2,
+// --eps, --weight-decay), so a change there reaches it. On the CPU it is muon_cpu; under `--reducer
+// mpi` sharded_muon_cpu, whose ranks split the matrices (each keeps only its share of the momentum)
+// and all-gather them, bit for bit one process's result. On CUDA it is muon_cuda (bf16
+// Newton–Schulz on cuBLASLt, fp32 master weights), from the same muon_config; under `--reducer
+// nccl` sharded_muon_cuda, the same split over GPUs with the matrices gathered by NCCL broadcasts
+// on the compute stream. A sharded form's state is sharded, so its checkpoints are the sharded
+// kind, written synchronously: `--ckpt-mode async` with `--reducer mpi` or `nccl` is refused naming
+// --ckpt-mode. No ZeRO-1 form
 // (`--reducer mpi-zero1` / `nccl-zero1` are refused naming --reducer). CPU and CUDA checkpoints
 // do not interchange (fp32 parameters against bf16 ones with fp32 master weights): the driver
 // refuses a resume across devices naming --device (train/checkpoint_families.hpp).
@@ -44,6 +49,12 @@ struct muon_family {
     double lr = double(config_type{}.lr);              // --muon-lr
     double momentum = double(config_type{}.momentum);  // --muon-momentum
     int ns_steps = config_type{}.ns_steps;             // --muon-ns-steps
+    std::string orthogonalizer{
+        trainkit::optim::muon_orthogonalizer_name(config_type{}.orthogonalizer)};  // --muon-ns
+    bool normuon = config_type{}.normuon;                                          // --muon-normuon
+    double normuon_beta2 = double(config_type{}.normuon_beta2);        // --muon-normuon-beta2
+    double weight_decay = double(config_type{}.weight_decay);          // --muon-weight-decay
+    bool cautious_weight_decay = config_type{}.cautious_weight_decay;  // --muon-cautious-wd
   };
 
   static void add_flags(CLI::App& app, flags& f) {
@@ -56,6 +67,23 @@ struct muon_family {
     app.add_option("--muon-ns-steps", f.ns_steps,
                    "--optimizer muon: Newton-Schulz iterations per matrix and step")
         ->capture_default_str();
+    app.add_option("--muon-ns", f.orthogonalizer,
+                   "--optimizer muon: ns5 (Keller Jordan's fixed quintic) or polar (Polar "
+                   "Express per-iteration coefficients, arXiv:2505.16932; --muon-ns-steps <= 5)")
+        ->capture_default_str();
+    app.add_flag("--muon-normuon", f.normuon,
+                 "--optimizer muon: NorMuon's per-neuron second-moment normalisation of the "
+                 "orthogonalised update (arXiv:2510.05491)");
+    app.add_option("--muon-normuon-beta2", f.normuon_beta2,
+                   "--optimizer muon --muon-normuon: the second moment's EMA factor")
+        ->capture_default_str();
+    app.add_option("--muon-weight-decay", f.weight_decay,
+                   "--optimizer muon: Muon's decoupled weight decay for the matrices "
+                   "(p <- p*(1 - rate*wd)); --weight-decay stays the AdamW half's")
+        ->capture_default_str();
+    app.add_flag("--muon-cautious-wd", f.cautious_weight_decay,
+                 "--optimizer muon: decay a weight only where the update moves it toward zero "
+                 "(cautious weight decay, arXiv:2510.12402)");
   }
 
   /// Muon's settings from its flags and AdamW's half from the training command's, validated
@@ -75,6 +103,18 @@ struct muon_family {
     c.lr = float(f.lr);
     c.momentum = float(f.momentum);
     c.ns_steps = f.ns_steps;
+    const auto orthogonalizer = trainkit::optim::parse_muon_orthogonalizer(f.orthogonalizer);
+    if (!orthogonalizer)
+      throw trainkit::config_error("--muon-ns must be ns5 or polar: " + f.orthogonalizer);
+    c.orthogonalizer = *orthogonalizer;
+    c.normuon = f.normuon;
+    c.normuon_beta2 = float(f.normuon_beta2);
+    if (f.normuon && (o.reducer == "mpi" || o.reducer == "nccl"))
+      throw trainkit::config_error(
+          "--muon-normuon: the sharded Muon of --reducer " + o.reducer +
+          " does not shard NorMuon's second moment yet; run NorMuon with --reducer single");
+    c.weight_decay = float(f.weight_decay);
+    c.cautious_weight_decay = f.cautious_weight_decay;
     c.schedule_max_lr = float(o.lr);  // the schedule's peak, so Muon's peak is c.lr
     c.adamw = adamw_family::config(o, {});
     c.validate();

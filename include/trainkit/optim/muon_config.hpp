@@ -11,15 +11,27 @@
 // same schedule shape scaled to its own peak: rate_muon = lr · schedule_max_lr⁻¹ · muon lr. So
 // `schedule_max_lr` must equal the schedule's peak (a program sets both from one flag); a run
 // whose schedule peak is 6e-4 and whose `lr` is 0.02 moves the matrices at 0.02 at the peak.
+//
+// Variants (each off by default, which is the published Muon bit for bit): the Polar Express
+// iteration instead of the fixed quintic (`orthogonalizer`, optim/muon_orthogonalizer.hpp);
+// NorMuon's per-neuron second-moment normalisation of the orthogonalised update (`normuon`,
+// muon_cpu.hpp has the formula and its source); cautious weight decay, which decays only the
+// coordinates the update moves toward zero (`cautious_weight_decay`, ditto). A schedule of the
+// momentum itself: `momentum_warmup_steps` > 0 ramps β linearly from `momentum_warmup_start` to
+// `momentum` over that many updates (modded-nanogpt's 0.85 → 0.95 over its first 300 steps), a
+// function of the update count alone, which the optimizer's state holds, so a resumed run uses the
+// β an unbroken one does.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor_role.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/detail/number_text.hpp"
+#include "trainkit/optim/muon_orthogonalizer.hpp"
 
 namespace trainkit::optim {
 
@@ -32,6 +44,13 @@ struct muon_config {
   int ns_steps = 5;        // Newton–Schulz iterations
   float weight_decay = 0;  // decoupled: p ← p·(1 − rate·weight_decay) before the update
   float schedule_max_lr = 6e-4f;  // the peak of the schedule whose value update() receives
+  // Polar Express per-iteration coefficients instead of the fixed quintic (ns_steps <= 5 then).
+  muon_orthogonalizer orthogonalizer = muon_orthogonalizer::ns5;
+  bool normuon = false;         // NorMuon: per-neuron second moment of the orthogonalised update
+  float normuon_beta2 = 0.95f;  // its EMA factor (NorMuon's and modded-nanogpt's 0.95)
+  bool cautious_weight_decay = false;   // decay only where the update and the weight share a sign
+  int momentum_warmup_steps = 0;        // 0: β is `momentum` from the first update
+  float momentum_warmup_start = 0.85f;  // β of the first update when warming up
   // Roles Muon updates (each 2-D slice, each fused part separately); every other role goes to
   // AdamW. Only roles whose tensors are 2-D or more make sense here (checked against the model).
   tensor_role_set muon_roles{tensor_role::matrix};
@@ -50,6 +69,19 @@ struct muon_config {
       throw config_error("muon_config.momentum must be in [0,1): " + number_text(momentum));
     if (ns_steps < 1 || ns_steps > 100)
       throw config_error("muon_config.ns_steps must be in [1,100]: " + std::to_string(ns_steps));
+    if (orthogonalizer == muon_orthogonalizer::polar_express && ns_steps > polar_express_max_steps)
+      throw config_error("muon_config.ns_steps must be in [1," +
+                         std::to_string(polar_express_max_steps) +
+                         "] with muon_config.orthogonalizer polar: " + std::to_string(ns_steps));
+    if (momentum_warmup_steps < 0)
+      throw config_error("muon_config.momentum_warmup_steps must be >= 0: " +
+                         std::to_string(momentum_warmup_steps));
+    if (!(momentum_warmup_start >= 0.0f && momentum_warmup_start < 1.0f))
+      throw config_error("muon_config.momentum_warmup_start must be in [0,1): " +
+                         number_text(momentum_warmup_start));
+    if (!(normuon_beta2 >= 0.0f && normuon_beta2 < 1.0f))
+      throw config_error("muon_config.normuon_beta2 must be in [0,1): " +
+                         number_text(normuon_beta2));
     if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay))
       throw config_error("muon_config.weight_decay must be finite and >= 0: " +
                          number_text(weight_decay));
@@ -70,13 +102,33 @@ struct muon_config {
     }
   }
 
+  /// β of the update that follows `updates` earlier ones: `momentum`, or during the warm-up
+  /// start + (momentum − start)·updates / momentum_warmup_steps (computed in double, rounded once).
+  float momentum_at(std::uint64_t updates) const noexcept {
+    if (momentum_warmup_steps <= 0 || updates >= std::uint64_t(momentum_warmup_steps))
+      return momentum;
+    const double frac = double(updates) / double(momentum_warmup_steps);
+    return static_cast<float>(double(momentum_warmup_start) +
+                              (double(momentum) - double(momentum_warmup_start)) * frac);
+  }
+
   /// "lr=0.02 momentum=0.95 nesterov=1 ns_steps=5 weight_decay=0 schedule_max_lr=0.0006
-  /// muon_roles=matrix adamw={...}" for logs and manifests.
+  /// muon_roles=matrix adamw={...}" for logs and manifests; a variant that is on adds its field
+  /// ("orthogonalizer=polar", "normuon_beta2=0.95", "cautious_weight_decay=1"), so the published
+  /// Muon's text is what it always was.
   std::string to_string() const {
     using detail::number_text;
+    std::string variants;
+    if (orthogonalizer != muon_orthogonalizer::ns5)
+      variants += " orthogonalizer=" + std::string(muon_orthogonalizer_name(orthogonalizer));
+    if (normuon) variants += " normuon_beta2=" + number_text(normuon_beta2);
+    if (cautious_weight_decay) variants += " cautious_weight_decay=1";
+    if (momentum_warmup_steps > 0)
+      variants += " momentum_warmup_steps=" + std::to_string(momentum_warmup_steps) +
+                  " momentum_warmup_start=" + number_text(momentum_warmup_start);
     return "lr=" + number_text(lr) + " momentum=" + number_text(momentum) +
            " nesterov=" + (nesterov ? "1" : "0") + " ns_steps=" + std::to_string(ns_steps) +
-           " weight_decay=" + number_text(weight_decay) +
+           variants + " weight_decay=" + number_text(weight_decay) +
            " schedule_max_lr=" + number_text(schedule_max_lr) +
            " muon_roles=" + muon_roles.to_string() + " adamw={" + adamw.to_string() + "}";
   }

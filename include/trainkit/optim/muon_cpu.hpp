@@ -22,6 +22,25 @@
 // between tensors goes to basic_adamw_cpu, reused as it is: those elements are packed into one
 // buffer, updated there and written back, so AdamW's arithmetic exists once in the code base.
 //
+// Variants (muon_config; each off by default, and off the arithmetic above is unchanged):
+// - `orthogonalizer = polar_express`: NewtonSchulz5 becomes the Polar Express iteration, other
+//   coefficients at every step (optim/muon_orthogonalizer.hpp; Amsel et al. 2025,
+//   arXiv:2505.16932).
+// - `normuon`: NorMuon (Z. Li, L. Liu, C. Liang, W. Chen, T. Zhao, "NorMuon: Making Muon more
+//   efficient and scalable", arXiv:2510.05491, 2025) keeps a second moment per neuron of the
+//   orthogonalised update and divides by its root, evening out the update's scale across
+//   neurons. In the form modded-nanogpt and nanochat run it (nanochat/optim.py): lines are the
+//   rows when rows ≥ cols, else the columns (the longer side, n_red elements each); per line l
+//     m_l ← mean over the line of O²;   v_l ← v_l + (1−β₂)·(m_l − v_l);   s_l = 1/√max(v_l, 1e-10)
+//   then O ← O·s_l·(‖O‖_F / max(‖O·s‖_F, 1e-10)), with ‖O‖_F² = Σ n_red·m_l and ‖O·s‖_F² =
+//   Σ n_red·m_l·s_l²: the normalised update keeps O's Frobenius norm, so Muon's rate convention
+//   (and η = 0.02) holds. The paper instead rescales to 0.2·√(rows·cols) (Moonshot's RMS match).
+//   State "optim.muon.second_moment" (every owned matrix's lines, packed in layout order).
+// - `cautious_weight_decay`: Cautious Weight Decay (L. Chen et al., "Cautious Weight Decay",
+//   arXiv:2510.12402, 2025; in modded-nanogpt and nanochat's Muon) decays only the coordinates
+//   the update moves toward zero: p ← (u·p ≥ 0 ? p·(1 − η·λ) : p) − η·√max(1, rows/cols)·u, with
+//   u the update after the steps above and p the weight before it.
+//
 // Muon's rate follows the schedule: the trainer hands `lr`, the schedule's value, which AdamW uses
 // as it is; Muon uses lr · muon_config::lr / muon_config::schedule_max_lr (muon_config.hpp).
 //
@@ -60,6 +79,7 @@
 #include "trainkit/optim/detail/newton_schulz.hpp"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_matrices.hpp"
+#include "trainkit/optim/muon_orthogonalizer.hpp"
 
 namespace trainkit::optim {
 
@@ -107,8 +127,11 @@ class basic_muon_cpu {
                                         "muon_cpu")),
         packed_params_(muon_run_elements(adamw_runs_)),
         packed_grads_(packed_params_.size()),
-        adamw_(packed_view{packed_params_, packed_grads_, adamw_layout_}, config_.adamw) {
+        adamw_(packed_view{packed_params_, packed_grads_, adamw_layout_}, config_.adamw),
+        iterations_(muon_iterations(config_.orthogonalizer, config_.ns_steps)) {
+    line_offsets_.push_back(0);
     for (const muon_matrix& m : matrices_) {
+      line_offsets_.push_back(line_offsets_.back() + std::size_t(normuon_lines(m)));
       if (m.offset + m.numel() > n_)
         throw config_error("muon_cpu: a matrix at offset " + std::to_string(m.offset) +
                            " leaves the model's " + std::to_string(n_) + " parameters");
@@ -124,6 +147,13 @@ class basic_muon_cpu {
     const std::size_t state_end =
         owned_.last < matrices_.size() ? matrices_[owned_.last].state_offset : total_state_;
     momentum_.assign(state_end - state_begin_, Scalar(0));
+    if (config_.normuon)
+      second_moment_.assign(line_offsets_[owned_.last] - line_offsets_[owned_.first], Scalar(0));
+  }
+
+  /// NorMuon's lines of a matrix: its rows when rows ≥ cols, else its columns (the longer side).
+  static std::int64_t normuon_lines(const muon_matrix& m) noexcept {
+    return m.rows >= m.cols ? m.rows : m.cols;
   }
 
   /// One step: AdamW over the other elements at rate `lr`, Muon over the matrices at rate
@@ -137,17 +167,19 @@ class basic_muon_cpu {
       throw config_error("muon_cpu: model has " + std::to_string(params.size()) +
                          " parameters and " + std::to_string(grads.size()) +
                          " gradients but the optimizer was built for " + std::to_string(n_));
+    const float beta = config_.momentum_at(adamw_.steps_taken());  // before this update counts
     update_adamw(params, grads, lr, clip, ctx);
     const Scalar rate =
         static_cast<Scalar>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
-    update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor));
+    update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor), beta);
   }
 
   /// Updates applied so far.
   std::uint64_t steps_taken() const noexcept { return adamw_.steps_taken(); }
 
   /// "optim.muon.momentum" ({matrix elements}), "optim.adamw.m", "optim.adamw.v" ({other
-  /// elements}) and "optim.step" (u64 {1}), viewing this optimizer's own storage.
+  /// elements}) and "optim.step" (u64 {1}), viewing this optimizer's own storage; with NorMuon
+  /// also "optim.muon.second_moment" ({lines of the owned matrices}).
   std::vector<state_tensor> state() {
     std::vector<state_tensor> out = adamw_.state();
     for (state_tensor& t : out) {
@@ -156,6 +188,9 @@ class basic_muon_cpu {
     }
     out.push_back(make_state_tensor("optim.muon.momentum", std::span<Scalar>(momentum_),
                                     {std::int64_t(momentum_.size())}));
+    if (config_.normuon)
+      out.push_back(make_state_tensor("optim.muon.second_moment", std::span<Scalar>(second_moment_),
+                                      {std::int64_t(second_moment_.size())}));
     return out;
   }
 
@@ -174,23 +209,32 @@ class basic_muon_cpu {
   std::size_t adamw_elements() const noexcept { return packed_params_.size(); }
   /// Bytes of optimizer state: the momentum and AdamW's two moments.
   std::size_t state_bytes() const noexcept {
-    return momentum_.size() * sizeof(Scalar) + adamw_.state_bytes();
+    return (momentum_.size() + second_moment_.size()) * sizeof(Scalar) + adamw_.state_bytes();
   }
 
  private:
+  struct thread_workspace {
+    std::vector<Scalar> update;  // (rows, cols) of the matrix at hand
+    detail::newton_schulz_workspace<Scalar> ns;
+    std::vector<double> line_mean;   // (lines,) NorMuon's sums of squares per line
+    std::vector<Scalar> line_scale;  // (lines,) its 1/√v per line
+  };
+
   // Muon over the owned matrices, in parallel over matrices.
   void update_matrices(std::span<Scalar> params, std::span<const Scalar> grads, Scalar rate,
-                       Scalar grad_scale) {
+                       Scalar grad_scale, float momentum) {
     const std::size_t first = owned_.first, last = owned_.last;
     int threads = 1;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
     if (workspaces_.size() < std::size_t(threads)) workspaces_.resize(std::size_t(threads));
-    const Scalar beta = config_.momentum;
+    const Scalar beta = momentum;
     const Scalar keep = Scalar(1) - rate * static_cast<Scalar>(config_.weight_decay);
-    const bool nesterov = config_.nesterov;
-    const int steps = config_.ns_steps;
+    const bool nesterov = config_.nesterov, normuon = config_.normuon;
+    const bool cautious = config_.cautious_weight_decay;
+    const std::span<const detail::ns_coefficients> iterations(iterations_);
+    const std::size_t lines_begin = line_offsets_[first];
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::ptrdiff_t i = std::ptrdiff_t(first); i < std::ptrdiff_t(last); ++i) {
       int thread = 0;
@@ -209,12 +253,51 @@ class basic_muon_cpu {
         buf[k] += (Scalar(1) - beta) * (gk - buf[k]);
         u[k] = nesterov ? gk + beta * (buf[k] - gk) : buf[k];
       }
-      detail::newton_schulz(u, u, m.rows, m.cols, steps, ws.ns);
+      detail::newton_schulz<Scalar>(u, u, m.rows, m.cols, iterations, ws.ns);
+      if (normuon)
+        normalize_lines(m, u, second_moment_.data() + (line_offsets_[std::size_t(i)] - lines_begin),
+                        ws);
       const Scalar step =
           rate * static_cast<Scalar>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))));
       Scalar* p = params.data() + m.offset;
-      for (std::size_t k = 0; k < n; ++k) p[k] = p[k] * keep - step * u[k];
+      if (cautious) {
+        for (std::size_t k = 0; k < n; ++k)
+          p[k] = (u[k] * p[k] >= Scalar(0) ? p[k] * keep : p[k]) - step * u[k];
+      } else {
+        for (std::size_t k = 0; k < n; ++k) p[k] = p[k] * keep - step * u[k];
+      }
     }
+  }
+
+  // NorMuon (file header): u (rows, cols) ← u·s_l·(‖u‖_F / ‖u·s‖_F) per line l, updating the
+  // line's second moment v (lines,). Sums in double, in a fixed order.
+  void normalize_lines(const muon_matrix& m, Scalar* u, Scalar* v, thread_workspace& ws) const {
+    const bool by_rows = m.rows >= m.cols;
+    const std::size_t lines = std::size_t(normuon_lines(m));
+    const std::size_t reduced = std::size_t(by_rows ? m.cols : m.rows);
+    const std::size_t cols = std::size_t(m.cols);
+    ws.line_mean.assign(lines, 0.0);
+    for (std::size_t r = 0; r < std::size_t(m.rows); ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const double x = double(u[r * cols + c]);
+        ws.line_mean[by_rows ? r : c] += x * x;
+      }
+    const Scalar one_minus_beta2 = Scalar(1) - static_cast<Scalar>(config_.normuon_beta2);
+    double norm_sq = 0.0, scaled_sq = 0.0;
+    ws.line_scale.resize(lines);
+    for (std::size_t l = 0; l < lines; ++l) {
+      const Scalar mean = static_cast<Scalar>(ws.line_mean[l] / double(reduced));
+      v[l] += one_minus_beta2 * (mean - v[l]);
+      const Scalar s = Scalar(1) / std::sqrt(std::max(v[l], Scalar(1e-10)));
+      ws.line_scale[l] = s;
+      norm_sq += double(mean) * double(reduced);
+      scaled_sq += double(mean) * double(reduced) * double(s) * double(s);
+    }
+    const Scalar keep_norm =
+        static_cast<Scalar>(std::sqrt(norm_sq) / std::max(std::sqrt(scaled_sq), 1e-10));
+    for (std::size_t r = 0; r < std::size_t(m.rows); ++r)
+      for (std::size_t c = 0; c < cols; ++c)
+        u[r * cols + c] *= ws.line_scale[by_rows ? r : c] * keep_norm;
   }
 
   void update_adamw(std::span<Scalar> params, std::span<const Scalar> grads, float lr,
@@ -235,11 +318,6 @@ class basic_muon_cpu {
     }
   }
 
-  struct thread_workspace {
-    std::vector<Scalar> update;  // (rows, cols) of the matrix at hand
-    detail::newton_schulz_workspace<Scalar> ns;
-  };
-
   muon_config config_;
   std::size_t n_ = 0;
   std::vector<muon_matrix> matrices_;
@@ -251,6 +329,9 @@ class basic_muon_cpu {
   std::vector<tensor_info> adamw_layout_;
   std::vector<Scalar> packed_params_, packed_grads_;  // (adamw elements,)
   basic_adamw_cpu<Scalar> adamw_;
+  std::vector<detail::ns_coefficients> iterations_;  // (ns_steps,) each iteration's coefficients
+  std::vector<std::size_t> line_offsets_;  // (matrices + 1,) NorMuon's lines before each matrix
+  std::vector<Scalar> second_moment_;      // (owned lines,) NorMuon only
   std::vector<thread_workspace> workspaces_;
 };
 

@@ -26,6 +26,10 @@
 // CUDA graph of the update would need its node parameters updated per step; nothing here stops
 // capturing it. Constructed for a contiguous share of the matrices (muon_shards) it keeps and
 // updates only those: one rank of optim/sharded_muon_cuda.hpp, which gathers the rest over NCCL.
+// The variants of muon_config: Polar Express hands newton_schulz_cuda other coefficients per
+// iteration; NorMuon adds one kernel between Newton–Schulz and the apply step (normuon_kernel,
+// one block per matrix, fp32 second moment "optim.muon.second_moment" per line) and cautious
+// weight decay is a flag of the apply kernel; muon_cuda_twin.hpp computes the same on the host.
 // Never run on a GPU yet. Needs nvcc; link trainkit::cuda.
 #pragma once
 
@@ -59,6 +63,7 @@
 #include "trainkit/optim/cuda/newton_schulz.cuh"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_matrices.hpp"
+#include "trainkit/optim/muon_orthogonalizer.hpp"
 
 namespace trainkit::optim {
 
@@ -94,6 +99,7 @@ class muon_cuda {
     std::vector<shape_group> groups;
     std::vector<kernels::matrix_entry> table;
     std::size_t elements = 0;
+    std::size_t lines = 0;  // NorMuon's lines of the owned matrices (max(rows, cols) each)
   };
   static share_plan plan_share(std::span<const muon_matrix> matrices, muon_matrix_range owned) {
     share_plan plan;
@@ -122,8 +128,14 @@ class muon_cuda {
       const muon_matrix& m = matrices[owned.first + k];
       const shape_group& g = plan.groups[group_of[k]];
       plan.table[k] = {
-          m.offset, m.state_offset - state_begin, g.work_offset + filled[group_of[k]] * m.numel(),
-          static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))))};
+          m.offset,
+          m.state_offset - state_begin,
+          g.work_offset + filled[group_of[k]] * m.numel(),
+          static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols)))),
+          plan.lines,
+          std::int32_t(m.rows),
+          std::int32_t(m.cols)};
+      plan.lines += std::size_t(std::max(m.rows, m.cols));
       ++filled[group_of[k]];
     }
     return plan;
@@ -152,7 +164,8 @@ class muon_cuda {
         matrices_(muon_matrices(layout_, config_.muon_roles, "muon_cuda")),
         runs_(muon_adamw_runs(matrices_, n_, "muon_cuda")),
         adamw_layout_(muon_adamw_layout(layout_, config_.muon_roles, runs_, "muon_cuda")),
-        matmul_(std::make_unique<linalg::matmul_context>()) {
+        matmul_(std::make_unique<linalg::matmul_context>()),
+        iterations_(muon_iterations(config_.orthogonalizer, config_.ns_steps)) {
     for (const muon_matrix& m : matrices_) {
       if (m.offset + m.numel() > n_)
         throw config_error("muon_cuda: a matrix at offset " + std::to_string(m.offset) +
@@ -175,6 +188,11 @@ class muon_cuda {
     work_ = cuda::device_buffer<bf16_t>(total_);
     momentum_.fill_bytes_async(0, s);
     work_.fill_bytes_async(0, s);
+    if (config_.normuon) {
+      second_moment_ = cuda::device_buffer<float>(lines_);
+      line_scale_ = cuda::device_buffer<float>(lines_);
+      second_moment_.fill_bytes_async(0, s);
+    }
     const std::size_t packed = muon_run_elements(runs_);
     packed_params_ = cuda::device_buffer<trainkit::bf16>(packed);
     packed_grads_ = cuda::device_buffer<trainkit::bf16>(packed);
@@ -184,7 +202,7 @@ class muon_cuda {
     for (std::size_t g = 0; g < groups_.size(); ++g) {  // allocate and autotune now
       const shape_group& grp = groups_[g];
       bf16_t* w = work_.data() + grp.work_offset;
-      ns_[g].run(w, w, int(grp.rows), int(grp.cols), grp.count, config_.ns_steps, s);
+      ns_[g].run(w, w, int(grp.rows), int(grp.cols), grp.count, iterations(), s);
     }
     stream_.synchronize();
     if (packed > 0) adamw_.emplace(view(), config_.adamw);
@@ -207,6 +225,7 @@ class muon_cuda {
     bf16_t* params = as_device(model.parameters().data());
     const bf16_t* grads = as_device(model.gradients().data());
 
+    const float beta = config_.momentum_at(steps_taken());  // before this update counts
     if (adamw_) {
       copy_runs(as_device(packed_grads_.data()), grads, true, s);
       packed_view v = view();
@@ -218,15 +237,21 @@ class muon_cuda {
         static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
     const float keep = 1.0f - rate * config_.weight_decay;
     kernels::muon_momentum(grads, momentum_.data(), work_.data(), table_.data(), owned_count(),
-                           total_, clip.norm_and_factor,
-                           {config_.momentum, 1.0f - config_.momentum, config_.nesterov}, s);
+                           total_, clip.norm_and_factor, {beta, 1.0f - beta, config_.nesterov}, s);
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       const shape_group& grp = groups_[g];
       bf16_t* w = work_.data() + grp.work_offset;
-      ns_[g].run(w, w, int(grp.rows), int(grp.cols), grp.count, config_.ns_steps, s);
+      ns_[g].run(w, w, int(grp.rows), int(grp.cols), grp.count, iterations(), s);
+    }
+    kernels::muon_apply_variants variants;
+    variants.cautious = config_.cautious_weight_decay;
+    if (config_.normuon) {
+      kernels::normuon(work_.data(), second_moment_.data(), line_scale_.data(), table_.data(),
+                       owned_count(), config_.normuon_beta2, s);
+      variants.line_scale = line_scale_.data();
     }
     kernels::muon_apply(params, master_.data(), work_.data(), table_.data(), owned_count(), total_,
-                        rate, keep, s);
+                        rate, keep, s, variants);
     ++muon_steps_;
   }
 
@@ -238,7 +263,8 @@ class muon_cuda {
   /// "optim.muon.momentum" and "optim.muon.master" ({owned matrix elements}: every matrix unless
   /// constructed for a share; packed in layout order as muon_cpu's momentum), "optim.adamw.m",
   /// "optim.adamw.v" and "optim.adamw.master" ({other elements}, packed as muon_cpu's), all fp32 in
-  /// device memory, and "optim.step" (u64 {1}, host). muon_cpu has the same names less the two
+  /// device memory, and "optim.step" (u64 {1}, host); with NorMuon "optim.muon.second_moment"
+  /// ({lines of the owned matrices}, fp32, device). muon_cpu has the same names less the two
   /// masters (its parameters are fp32 already).
   std::vector<state_tensor> state() {
     std::vector<state_tensor> out;
@@ -257,6 +283,12 @@ class muon_cuda {
     for (auto [name, buf] :
          {std::pair{"optim.muon.momentum", &momentum_}, std::pair{"optim.muon.master", &master_}}) {
       state_tensor t = make_state_tensor(name, buf->device_span(), {n});
+      t.on_device = true;
+      out.push_back(t);
+    }
+    if (config_.normuon) {
+      state_tensor t = make_state_tensor("optim.muon.second_moment", second_moment_.device_span(),
+                                         {std::int64_t(lines_)});
       t.on_device = true;
       out.push_back(t);
     }
@@ -312,7 +344,8 @@ class muon_cuda {
   /// Bytes of optimizer state on the device: momentum and master weights of the owned matrices,
   /// AdamW's master weights and moments (fp32).
   std::size_t state_bytes() const noexcept {
-    return momentum_.bytes() + master_.bytes() + 3 * sizeof(float) * packed_params_.size();
+    return momentum_.bytes() + master_.bytes() + second_moment_.bytes() +
+           3 * sizeof(float) * packed_params_.size();
   }
   /// Distinct matrix shapes: batched Newton–Schulz calls per update.
   std::size_t shape_groups() const noexcept { return groups_.size(); }
@@ -325,6 +358,7 @@ class muon_cuda {
     share_plan plan = plan_share(matrices_, owned_);
     groups_ = std::move(plan.groups);
     total_ = plan.elements;
+    lines_ = plan.lines;
     for (const shape_group& g : groups_) {
       newton_schulz_cuda::can_implement(int(g.rows), int(g.cols), g.count, config_.ns_steps);
       ns_.emplace_back(*matmul_);
@@ -367,6 +401,8 @@ class muon_cuda {
 
   int owned_count() const noexcept { return int(owned_.last - owned_.first); }
 
+  std::span<const detail::ns_coefficients> iterations() const noexcept { return iterations_; }
+
   static const bf16_t* as_device(const trainkit::bf16* p) noexcept {
     return reinterpret_cast<const bf16_t*>(p);
   }
@@ -383,13 +419,16 @@ class muon_cuda {
   std::size_t state_begin_ = 0;   // where they start in the packed buffer of every matrix
   std::size_t all_elements_ = 0;  // elements of every matrix
   std::size_t total_ = 0;         // elements of the owned matrices
+  std::size_t lines_ = 0;         // NorMuon's lines of the owned matrices
   cuda::stream stream_{true};     // set-up work only; updates run on the context's stream
   std::unique_ptr<linalg::matmul_context> matmul_;    // shared by ns_ (same stream, in turn)
+  std::vector<detail::ns_coefficients> iterations_;   // (ns_steps,) each iteration's coefficients
   std::vector<newton_schulz_cuda> ns_;                // one per shape group (own work buffers)
   cuda::device_buffer<kernels::matrix_entry> table_;  // (matrices,)
   cuda::device_buffer<float> momentum_;               // (matrix elements,) packed in layout order
   cuda::device_buffer<float> master_;                 // (matrix elements,) fp32 master weights
   cuda::device_buffer<bf16_t> work_;                  // (matrix elements,) grouped by shape
+  cuda::device_buffer<float> second_moment_, line_scale_;             // (lines,) NorMuon only
   cuda::device_buffer<trainkit::bf16> packed_params_, packed_grads_;  // (AdamW elements,)
   std::optional<adamw_cuda> adamw_;
   std::uint64_t muon_steps_ = 0;

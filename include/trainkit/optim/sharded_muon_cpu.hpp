@@ -147,6 +147,10 @@ class basic_sharded_muon_cpu {
   static muon_matrix_range own_share(const M& model, const muon_config& config, int world,
                                      int rank) {
     config.validate();
+    if (config.normuon)  // a sharded checkpoint holds one sharded range: the momentum's
+      throw config_error(
+          "muon_config.normuon: sharded_muon_cpu does not shard NorMuon's second moment yet; "
+          "run NorMuon in one process (muon_cpu)");
     const auto matrices = muon_matrices(model.parameter_layout(), config.muon_roles, "muon_cpu");
     return muon_shards(matrices, world, config.ns_steps)[std::size_t(rank)];
   }

@@ -84,10 +84,10 @@ class sharded_muon_cuda {
   template <bf16_device_model M>
   sharded_muon_cuda(const M& model, sharded_muon_cuda_config config)
       : comm_(checked(config.comm)),
-        shares_(muon_share_layout(
-            muon_matrices(model.parameter_layout(),
-                          (config.muon.validate(), config.muon).muon_roles, "sharded_muon_cuda"),
-            comm_->world_size(), config.muon.ns_steps)),
+        shares_(
+            muon_share_layout(muon_matrices(model.parameter_layout(),
+                                            checked(config.muon).muon_roles, "sharded_muon_cuda"),
+                              comm_->world_size(), config.muon.ns_steps)),
         share_(shares_[std::size_t(comm_->rank())]),
         inner_(model, config.muon, share_.matrices),
         descriptor_{std::uint64_t(comm_->world_size()), std::uint64_t(comm_->rank()),
@@ -209,6 +209,15 @@ class sharded_muon_cuda {
           "sharded_muon_cuda: sharded_muon_cuda_config.comm is not set (the NCCL communicator "
           "its reducer uses)");
     return comm;
+  }
+
+  static const muon_config& checked(const muon_config& muon) {
+    muon.validate();
+    if (muon.normuon)  // a sharded checkpoint holds one sharded range: the momentum's
+      throw config_error(
+          "muon_config.normuon: sharded_muon_cuda does not shard NorMuon's second moment yet; "
+          "run NorMuon on one GPU (muon_cuda)");
+    return muon;
   }
 
   void check_descriptor() const {

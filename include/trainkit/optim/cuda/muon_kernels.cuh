@@ -10,6 +10,9 @@
 // computes the same floats. The clipping factor is read from device memory (the trainer's clipping
 // step wrote it on the same stream). The sharded form's gather packs its matrices into, and
 // unpacks every matrix from, the packed bf16 buffer the ranks broadcast (muon_pack, muon_unpack).
+// The variants of muon_config: NorMuon's per-line scales (normuon_kernel, one block per matrix,
+// between the Newton–Schulz call and the apply kernel, which multiplies O by its line's scale)
+// and cautious weight decay (a flag of the apply kernel); muon_cuda_twin.hpp is their host twin.
 // Not for users: optim/muon_cuda.hpp and optim/sharded_muon_cuda.hpp are the interface.
 #pragma once
 
@@ -19,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/check.hpp"
 
 namespace trainkit::optim::kernels {
@@ -29,6 +33,8 @@ struct matrix_entry {
   std::uint64_t state_offset = 0;  // first element in the packed momentum / master buffers
   std::uint64_t work_offset = 0;   // first element in the shape-grouped work buffer
   float shape_scale = 1.0f;        // √max(1, rows/cols)
+  std::uint64_t line_offset = 0;   // NorMuon: first of its lines in the packed second moment
+  std::int32_t rows = 0, cols = 0;
 };
 
 inline constexpr int muon_threads = 256;
@@ -91,21 +97,38 @@ inline void muon_momentum(const __nv_bfloat16* grads, float* momentum, __nv_bflo
   TRAINKIT_CUDA_CHECK_LAUNCH("muon_momentum_kernel");
 }
 
+/// The variants' part of the apply step: NorMuon's per-line scales (nullptr: off) and cautious
+/// weight decay.
+struct muon_apply_variants {
+  const float* line_scale = nullptr;  // (lines,) written by normuon_kernel
+  bool cautious = false;
+};
+
+/// NorMuon's line of element e of matrix m: its row when rows ≥ cols, else its column.
+__host__ __device__ inline std::uint64_t normuon_line(const matrix_entry& m, std::uint64_t e) {
+  return m.rows >= m.cols ? e / std::uint64_t(m.cols) : e % std::uint64_t(m.cols);
+}
+
 /// master ← master·keep − (rate·shape_scale)·O; param ← bf16(master) (nearest even), with O the
-/// orthogonalised update in the work buffer. keep = 1 − rate·λ (decoupled weight decay).
+/// orthogonalised update in the work buffer (times its line's NorMuon scale when given). keep =
+/// 1 − rate·λ (decoupled weight decay), applied only where O·master ≥ 0 when cautious.
 template <class = void>
 __global__ void __launch_bounds__(muon_threads)
     muon_apply_kernel(__nv_bfloat16* params, float* master, const __nv_bfloat16* work,
                       const matrix_entry* table, int count, std::uint64_t total, float rate,
-                      float keep) {
+                      float keep, const muon_apply_variants v) {
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += stride) {
     const matrix_entry& m = find_matrix(table, count, i);
     const std::uint64_t e = i - m.state_offset;
     const float step = __fmul_rn(rate, m.shape_scale);
-    const float o = __bfloat162float(work[m.work_offset + e]);
-    const float updated = __fsub_rn(__fmul_rn(master[i], keep), __fmul_rn(step, o));
+    float o = __bfloat162float(work[m.work_offset + e]);
+    if (v.line_scale) o = __fmul_rn(o, v.line_scale[m.line_offset + normuon_line(m, e)]);
+    const float before = master[i];
+    const bool decay = !v.cautious || __fmul_rn(o, before) >= 0.0f;
+    const float decayed = decay ? __fmul_rn(before, keep) : before;
+    const float updated = __fsub_rn(decayed, __fmul_rn(step, o));
     master[i] = updated;
     params[m.offset + e] = __float2bfloat16_rn(updated);
   }
@@ -113,11 +136,65 @@ __global__ void __launch_bounds__(muon_threads)
 
 inline void muon_apply(__nv_bfloat16* params, float* master, const __nv_bfloat16* work,
                        const matrix_entry* table, int count, std::uint64_t total, float rate,
-                       float keep, cudaStream_t s) {
+                       float keep, cudaStream_t s, const muon_apply_variants& v = {}) {
   if (total == 0) return;
   muon_apply_kernel<><<<muon_blocks(total), muon_threads, 0, s>>>(params, master, work, table,
-                                                                  count, total, rate, keep);
+                                                                  count, total, rate, keep, v);
   TRAINKIT_CUDA_CHECK_LAUNCH("muon_apply_kernel");
+}
+
+inline constexpr int normuon_threads = 256;
+
+/// NorMuon (optim/muon_cpu.hpp has the formula and its sources) for matrix blockIdx.x of the
+/// table: per line l (a warp at a time) the mean of O² over the bf16 O in the work buffer,
+/// second_moment[l] ← v + (1−β₂)·(mean − v), s_l = 1/√max(v, 1e-10); then, the block's sums of
+/// the lines' squares and of squares·s_l² giving factor = ‖O‖_F / max(‖O·s‖_F, 1e-10),
+/// line_scale[l] = s_l·factor for the apply kernel. Warps take lines in turn and the block sums
+/// in warp order, so the result is deterministic.
+template <class = void>
+__global__ void __launch_bounds__(normuon_threads)
+    normuon_kernel(const __nv_bfloat16* work, float* second_moment, float* line_scale,
+                   const matrix_entry* table, float one_minus_beta2) {
+  __shared__ float scratch[32];
+  const matrix_entry& m = table[blockIdx.x];
+  const bool by_rows = m.rows >= m.cols;
+  const int lines = by_rows ? m.rows : m.cols, reduced = by_rows ? m.cols : m.rows;
+  const int lane = int(threadIdx.x) % cuda::warp_size, warp = int(threadIdx.x) / cuda::warp_size;
+  const int warps = int(blockDim.x) / cuda::warp_size;
+  const __nv_bfloat16* o = work + m.work_offset;
+  float norm_sq = 0.0f, scaled_sq = 0.0f;  // lane 0 of each warp: its lines' sums
+  for (int l = warp; l < lines; l += warps) {
+    float sum = 0.0f;
+    for (int k = lane; k < reduced; k += cuda::warp_size) {
+      const std::int64_t at = by_rows ? std::int64_t(l) * m.cols + k : std::int64_t(k) * m.cols + l;
+      const float x = __bfloat162float(o[at]);
+      sum = __fadd_rn(sum, __fmul_rn(x, x));
+    }
+    sum = cuda::warp_sum(sum);
+    if (lane == 0) {
+      float* v = second_moment + m.line_offset + l;
+      const float mean = __fdiv_rn(sum, float(reduced));
+      const float updated = __fadd_rn(*v, __fmul_rn(one_minus_beta2, __fsub_rn(mean, *v)));
+      *v = updated;
+      const float s = __fdiv_rn(1.0f, __fsqrt_rn(fmaxf(updated, 1e-10f)));
+      line_scale[m.line_offset + l] = s;
+      norm_sq = __fadd_rn(norm_sq, sum);
+      scaled_sq = __fadd_rn(scaled_sq, __fmul_rn(sum, __fmul_rn(s, s)));
+    }
+  }
+  const float total_sq = cuda::block_sum(norm_sq, scratch);
+  const float total_scaled = cuda::block_sum(scaled_sq, scratch);
+  const float factor = __fdiv_rn(__fsqrt_rn(total_sq), fmaxf(__fsqrt_rn(total_scaled), 1e-10f));
+  for (int l = int(threadIdx.x); l < lines; l += int(blockDim.x))
+    line_scale[m.line_offset + l] = __fmul_rn(line_scale[m.line_offset + l], factor);
+}
+
+inline void normuon(const __nv_bfloat16* work, float* second_moment, float* line_scale,
+                    const matrix_entry* table, int count, float beta2, cudaStream_t s) {
+  if (count == 0) return;
+  normuon_kernel<><<<unsigned(count), normuon_threads, 0, s>>>(work, second_moment, line_scale,
+                                                               table, 1.0f - beta2);
+  TRAINKIT_CUDA_CHECK_LAUNCH("normuon_kernel");
 }
 
 /// master[i] = float(params[offset + e]) for each packed element (master weights from the model).

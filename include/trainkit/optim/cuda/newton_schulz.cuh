@@ -23,8 +23,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "trainkit/core/cuda/block_reduce.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
@@ -97,6 +99,16 @@ class newton_schulz_cuda {
   /// Enqueued on `stream`.
   void run(const bf16_t* g, bf16_t* out, int rows, int cols, int count, int steps,
            cudaStream_t stream, detail::ns_coefficients k = detail::muon_quintic) {
+    const std::vector<detail::ns_coefficients> iterations(std::size_t(steps < 0 ? 0 : steps), k);
+    run(g, out, rows, cols, count, std::span<const detail::ns_coefficients>(iterations), stream);
+  }
+
+  /// The same with one iteration per entry of `iterations`, each with its own coefficients (the
+  /// Polar Express schedule, optim/muon_orthogonalizer.hpp): they are the GEMMs' α and β, host
+  /// values, so a schedule costs nothing over the fixed quintic.
+  void run(const bf16_t* g, bf16_t* out, int rows, int cols, int count,
+           std::span<const detail::ns_coefficients> iterations, cudaStream_t stream) {
+    const int steps = int(iterations.size());
     can_implement(rows, cols, count, steps);
     const bool tall = rows > cols;
     const int s = tall ? cols : rows, l = tall ? rows : cols;
@@ -111,7 +123,7 @@ class newton_schulz_cuda {
     TRAINKIT_CUDA_CHECK_LAUNCH("ns_normalize_kernel");
     bf16_t* x = x_.data();
     bf16_t* next = next_.data();
-    for (int step = 0; step < steps; ++step) {
+    for (const detail::ns_coefficients& k : iterations) {
       linalg::matmul_arguments gram;  // A = X·Xᵀ (s, s)
       gram.a = x;
       gram.b = x;

@@ -15,6 +15,14 @@
 // adamw_cpu's formula to the last bit or two (optim/cuda/adamw.cuh), and muon_cuda runs adamw_cuda
 // itself.
 //
+// Variants (muon_config): Polar Express changes only the per-iteration coefficients; cautious
+// weight decay keeps master·keep only where O·master ≥ 0 (the master before the step); NorMuon
+// runs as muon_cuda's normuon kernel: per line (rows when rows ≥ cols, else columns) the fp32 mean
+// of O² over the bf16 O, v ← v + (1−β₂)·(mean − v), s = 1/√max(v, 1e-10), then one factor per
+// matrix ‖O‖_F / max(‖O·s‖_F, 1e-10) (fp32; the squares summed per line, then over lines), the
+// line's scale s·factor, and O·scale rounded once
+// in the apply step. The device sums each line in another order, so a GPU test allows fp32 sums.
+//
 // So a GPU test can compare muon_cuda with this class at the tolerance of differently ordered fp32
 // sums inside the bf16 GEMMs, and a CPU test can compare it with muon_cpu (fp32 throughout) and
 // with the PyTorch fixtures at the tolerance bf16 Newton–Schulz explains. Includes adamw_cpu.hpp
@@ -38,6 +46,7 @@
 #include "trainkit/optim/detail/ns_coefficients.hpp"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_matrices.hpp"
+#include "trainkit/optim/muon_orthogonalizer.hpp"
 
 namespace trainkit::optim::detail {
 
@@ -55,7 +64,8 @@ class muon_cuda_twin {
 
  public:
   /// `params`: the model's parameters (rounded to bf16 here, as the device holds them), laid out
-  /// by `layout`. `k`: the Newton–Schulz coefficients (a test may plant a slip).
+  /// by `layout`. `k`: the fixed quintic's coefficients when config.orthogonalizer is ns5 (a test
+  /// may plant a slip); Polar Express takes its own.
   muon_cuda_twin(std::span<const tensor_info> layout, std::span<const float> params,
                  muon_config config, ns_coefficients k = muon_quintic)
       : config_((config.validate(), config)),
@@ -72,6 +82,13 @@ class muon_cuda_twin {
     std::size_t elements = 0;
     for (const muon_matrix& m : matrices_) elements += m.numel();
     momentum_.assign(elements, 0.0f);
+    line_offsets_.push_back(0);
+    for (const muon_matrix& m : matrices_)
+      line_offsets_.push_back(line_offsets_.back() + std::size_t(std::max(m.rows, m.cols)));
+    if (config_.normuon) second_moment_.assign(line_offsets_.back(), 0.0f);
+    iterations_ = config_.orthogonalizer == muon_orthogonalizer::ns5
+                      ? std::vector<ns_coefficients>(std::size_t(config_.ns_steps), k_)
+                      : muon_iterations(config_.orthogonalizer, config_.ns_steps);
     gather(master_, packed_master_);
   }
 
@@ -84,6 +101,7 @@ class muon_cuda_twin {
     std::vector<float> g(grads.size());
     for (std::size_t i = 0; i < g.size(); ++i) g[i] = round_to_bf16(grads[i]);
 
+    const float beta = config_.momentum_at(updates_++), one_minus_beta = 1.0f - beta;
     // AdamW half: adamw_cuda over the packed elements.
     gather(g, packed_grads_);
     packed_view view{packed_master_, packed_grads_, adamw_layout_};
@@ -95,7 +113,6 @@ class muon_cuda_twin {
     const float rate =
         static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
     const float keep = 1.0f - rate * config_.weight_decay;
-    const float beta = config_.momentum, one_minus_beta = 1.0f - config_.momentum;
     // One thread per matrix (matrices are disjoint; each one's arithmetic is sequential, so the
     // result does not depend on the thread count).
 #pragma omp parallel for schedule(dynamic, 1)
@@ -109,11 +126,16 @@ class muon_cuda_twin {
         buf[e] = buf[e] + one_minus_beta * (gk - buf[e]);
         u[e] = round_to_bf16(config_.nesterov ? gk + beta * (buf[e] - gk) : buf[e]);
       }
-      newton_schulz_bf16_reference(u.data(), o.data(), m.rows, m.cols, config_.ns_steps, k_);
+      newton_schulz_bf16_reference(u.data(), o.data(), m.rows, m.cols,
+                                   std::span<const ns_coefficients>(iterations_));
+      if (config_.normuon)
+        normuon_scale(m, o, second_moment_.data() + line_offsets_[std::size_t(i)]);
       const float step =
           rate * static_cast<float>(std::sqrt(std::max(1.0, double(m.rows) / double(m.cols))));
       for (std::size_t e = 0; e < n; ++e) {
-        const float decayed = master_[m.offset + e] * keep;
+        const float before = master_[m.offset + e];
+        const bool decay = !config_.cautious_weight_decay || o[e] * before >= 0.0f;
+        const float decayed = decay ? before * keep : before;
         const float moved = step * o[e];
         master_[m.offset + e] = decayed - moved;
       }
@@ -130,6 +152,10 @@ class muon_cuda_twin {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = round_to_bf16(master_[i]);
     return out;
   }
+  /// NorMuon's second moment of every matrix's lines, packed in layout order (empty when off).
+  std::span<const float> second_moment() const noexcept {
+    return second_moment_;
+  }
   /// Every matrix's momentum, packed in layout order ("optim.muon.momentum").
   std::span<const float> momentum() const noexcept {
     return momentum_;
@@ -139,6 +165,33 @@ class muon_cuda_twin {
   }
 
  private:
+  // NorMuon as muon_cuda's kernels compute it (file header): o (rows, cols) ← bf16 values times
+  // each line's fp32 scale, rounded once; v (lines,) updated.
+  void normuon_scale(const muon_matrix& m, std::vector<float>& o, float* v) const {
+    const bool by_rows = m.rows >= m.cols;
+    const std::size_t lines = std::size_t(std::max(m.rows, m.cols));
+    const std::size_t reduced = std::size_t(by_rows ? m.cols : m.rows), cols = std::size_t(m.cols);
+    std::vector<float> sums(lines, 0.0f), scale(lines);
+    for (std::size_t r = 0; r < std::size_t(m.rows); ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const float x = o[r * cols + c];
+        sums[by_rows ? r : c] += x * x;
+      }
+    const float one_minus_beta2 = 1.0f - config_.normuon_beta2;
+    float norm_sq = 0.0f, scaled_sq = 0.0f;
+    for (std::size_t l = 0; l < lines; ++l) {
+      const float mean = sums[l] / float(reduced);
+      v[l] = v[l] + one_minus_beta2 * (mean - v[l]);
+      scale[l] = 1.0f / std::sqrt(std::max(v[l], 1e-10f));
+      norm_sq += sums[l];
+      scaled_sq += sums[l] * (scale[l] * scale[l]);
+    }
+    const float factor = std::sqrt(norm_sq) / std::max(std::sqrt(scaled_sq), 1e-10f);
+    for (float& s : scale) s = s * factor;
+    for (std::size_t r = 0; r < std::size_t(m.rows); ++r)
+      for (std::size_t c = 0; c < cols; ++c) o[r * cols + c] *= scale[by_rows ? r : c];
+  }
+
   void gather(std::span<const float> flat, std::span<float> packed) const {
     std::size_t at = 0;
     for (const muon_run& r : runs_)
@@ -152,12 +205,16 @@ class muon_cuda_twin {
 
   muon_config config_;
   ns_coefficients k_;
+  std::uint64_t updates_ = 0;  // updates applied (Muon's momentum warm-up)
   std::vector<tensor_info> layout_;
   std::vector<muon_matrix> matrices_;
   std::vector<muon_run> runs_;
   std::vector<tensor_info> adamw_layout_;
   std::vector<float> master_;                        // (N,) fp32 master weights, model layout
   std::vector<float> momentum_;                      // (matrix elements,) packed in layout order
+  std::vector<std::size_t> line_offsets_;            // (matrices + 1,) NorMuon's lines before each
+  std::vector<float> second_moment_;                 // (lines,) NorMuon only
+  std::vector<ns_coefficients> iterations_;          // (ns_steps,) each iteration's coefficients
   std::vector<float> packed_master_, packed_grads_;  // (AdamW elements,)
   basic_adamw_cpu<float> adamw_;
 };

@@ -9,6 +9,9 @@
 // its transpose, so the Gram matrix A is the smaller (min × min) side and the three products cost
 // 2·min²·max + 2·min³ + 2·min²·max FLOPs per step.
 //
+// The coefficients may differ per iteration (the Polar Express schedule,
+// optim/muon_orthogonalizer.hpp): the overload taking a span runs one iteration per entry.
+//
 // fp32 products through linalg::gemm_block (one thread: the caller parallelises over matrices, so
 // a matrix's bits depend neither on the thread count nor on which thread or rank computes it).
 #pragma once
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -32,10 +36,10 @@ struct newton_schulz_workspace {
 };
 
 /// out (rows, cols) = the Newton–Schulz orthogonalisation of g (rows, cols), both row-major and
-/// dense; `out` may alias `g`. `steps` iterations with coefficients `k`.
+/// dense; `out` may alias `g`. One iteration per entry of `iterations`, with its coefficients.
 template <class S>
-void newton_schulz(const S* g, S* out, std::ptrdiff_t rows, std::ptrdiff_t cols, int steps,
-                   newton_schulz_workspace<S>& ws, ns_coefficients k = muon_quintic) {
+void newton_schulz(const S* g, S* out, std::ptrdiff_t rows, std::ptrdiff_t cols,
+                   std::span<const ns_coefficients> iterations, newton_schulz_workspace<S>& ws) {
   using linalg::index;
   using linalg::operand;
   const bool tall = rows > cols;  // iterate on Gᵀ so that X·Xᵀ is the small side
@@ -61,8 +65,8 @@ void newton_schulz(const S* g, S* out, std::ptrdiff_t rows, std::ptrdiff_t cols,
   S* gram = ws.gram.data();
   S* poly = ws.poly.data();
   S* next = ws.x_next.data();
-  const S a = k.a, b = k.b, c = k.c;
-  for (int step = 0; step < steps; ++step) {
+  for (const ns_coefficients& k : iterations) {
+    const S a = k.a, b = k.b, c = k.c;
     linalg::gemm_block<S>(gram, s, operand<S>{x, l, false}, operand<S>{x, l, true}, s, s, l,
                           false);  // A = X·Xᵀ (s, s)
     linalg::gemm_block<S>(poly, s, operand<S>{gram, s, false}, operand<S>{gram, s, false}, s, s, s,
@@ -81,6 +85,14 @@ void newton_schulz(const S* g, S* out, std::ptrdiff_t rows, std::ptrdiff_t cols,
   } else {
     std::copy(x, x + n, out);
   }
+}
+
+/// The same with `steps` iterations of one set of coefficients `k` (Keller Jordan's by default).
+template <class S>
+void newton_schulz(const S* g, S* out, std::ptrdiff_t rows, std::ptrdiff_t cols, int steps,
+                   newton_schulz_workspace<S>& ws, ns_coefficients k = muon_quintic) {
+  const std::vector<ns_coefficients> iterations(std::size_t(steps < 0 ? 0 : steps), k);
+  newton_schulz<S>(g, out, rows, cols, std::span<const ns_coefficients>(iterations), ws);
 }
 
 }  // namespace trainkit::optim::detail

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -25,10 +26,11 @@ inline float round_to_bf16(float x) noexcept {
 }
 
 /// out (rows, cols) = the bf16 Newton–Schulz orthogonalisation of g (rows, cols), both row-major
-/// floats (g is read as bf16: it is rounded first, as the device reads bf16 momentum).
+/// floats (g is read as bf16: it is rounded first, as the device reads bf16 momentum). One
+/// iteration per entry of `iterations` (per-iteration coefficients: Polar Express).
 inline void newton_schulz_bf16_reference(const float* g, float* out, std::ptrdiff_t rows,
-                                         std::ptrdiff_t cols, int steps,
-                                         ns_coefficients k = muon_quintic) {
+                                         std::ptrdiff_t cols,
+                                         std::span<const ns_coefficients> iterations) {
   const bool tall = rows > cols;
   const std::ptrdiff_t s = tall ? cols : rows, l = tall ? rows : cols;
   const std::size_t n = std::size_t(s) * std::size_t(l);
@@ -45,7 +47,7 @@ inline void newton_schulz_bf16_reference(const float* g, float* out, std::ptrdif
       const float v = round_to_bf16(round_to_bf16(g[r * cols + c]) * inv);
       (tall ? x[std::size_t(c * l + r)] : x[std::size_t(r * cols + c)]) = v;
     }
-  for (int step = 0; step < steps; ++step) {
+  for (const ns_coefficients& k : iterations) {
     for (std::ptrdiff_t i = 0; i < s; ++i)  // A = X·Xᵀ (s, s)
       for (std::ptrdiff_t j = 0; j < s; ++j) {
         float acc = 0.0f;
@@ -73,6 +75,14 @@ inline void newton_schulz_bf16_reference(const float* g, float* out, std::ptrdif
   for (std::ptrdiff_t r = 0; r < rows; ++r)
     for (std::ptrdiff_t c = 0; c < cols; ++c)
       out[r * cols + c] = tall ? x[std::size_t(c * l + r)] : x[std::size_t(r * cols + c)];
+}
+
+/// The same with `steps` iterations of one set of coefficients `k` (Keller Jordan's by default).
+inline void newton_schulz_bf16_reference(const float* g, float* out, std::ptrdiff_t rows,
+                                         std::ptrdiff_t cols, int steps,
+                                         ns_coefficients k = muon_quintic) {
+  const std::vector<ns_coefficients> iterations(std::size_t(steps < 0 ? 0 : steps), k);
+  newton_schulz_bf16_reference(g, out, rows, cols, std::span<const ns_coefficients>(iterations));
 }
 
 }  // namespace trainkit::optim::detail
