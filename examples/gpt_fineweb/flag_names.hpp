@@ -23,11 +23,17 @@ struct field_flag {
   std::string_view flag;   // as the user types it
 };
 
-inline constexpr std::array<field_flag, 24> field_flags{{
+inline constexpr std::array<field_flag, 30> field_flags{{
     // trainer_config (trainer/config.hpp), filled by make_trainer_config and checked by
     // trainkit::check
     {"trainer_config.steps", "--steps"},
     {"trainer_config.total_batch_tokens", "--total-batch-tokens"},
+    {"trainer_config.batch_ramp.start_tokens", "--batch-ramp-tokens"},
+    {"trainer_config.batch_ramp.steps", "--batch-ramp-steps"},
+    {"adamw_config.lr_scales.embedding", "--lr-embedding-scale"},
+    {"adamw_config.lr_scales.head", "--lr-head-scale"},
+    {"adamw_config.lr_scales.norm", "--lr-scalar-scale"},
+    {"adamw_config.lr_scales.bias", "--lr-scalar-scale"},
     {"trainer_config.eval_every", "--eval-every"},
     {"trainer_config.eval_batches", "--eval-batches"},
     {"trainer_config.ckpt_every", "--ckpt-every"},
@@ -60,7 +66,7 @@ inline constexpr std::array<field_flag, 24> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 12> family_field_flags{{
+inline constexpr std::array<field_flag, 14> family_field_flags{{
     // llama_config (model/llama_config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
@@ -68,6 +74,8 @@ inline constexpr std::array<field_flag, 12> family_field_flags{{
     // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
     // adamw_config above, checked there first)
     {"muon_config.lr", "--muon-lr"},
+    {"muon_config.momentum_warmup_steps", "--muon-momentum-warmup"},  // before their prefix
+    {"muon_config.momentum_warmup_start", "--muon-momentum-start"},
     {"muon_config.momentum", "--muon-momentum"},
     {"muon_config.ns_steps", "--muon-ns-steps"},
     {"muon_config.orthogonalizer", "--muon-ns"},

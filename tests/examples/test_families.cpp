@@ -213,6 +213,10 @@ TEST(FamilyRegistry, EveryMuonFlagReachesItsFieldOnly) {
   EXPECT_EQ(config_of({"--muon-weight-decay", "0.05"}), w);
   w.cautious_weight_decay = true;
   EXPECT_EQ(config_of({"--muon-weight-decay", "0.05", "--muon-cautious-wd"}), w);
+  w = want;
+  w.momentum_warmup_steps = 300;
+  w.momentum_warmup_start = 0.8f;
+  EXPECT_EQ(config_of({"--muon-momentum-warmup", "300", "--muon-momentum-start", "0.8"}), w);
   o.reducer = "mpi";  // sharded Muon keeps no second moment yet
   EXPECT_THROW(config_of({"--muon-normuon"}), trainkit::config_error);
 }

@@ -65,6 +65,20 @@ TEST(FlagNames, AdamwFieldsAreTheirFlags) {
   expect_flag_named(
       [] {
         tk::optim::adamw_config c;
+        c.lr_scales.head = 0;
+        c.validate();
+      },
+      "adamw_config.lr_scales.head", "--lr-head-scale must be finite and > 0");
+  expect_flag_named(
+      [] {
+        tk::optim::adamw_config c;
+        c.lr_scales.norm = -1;
+        c.validate();
+      },
+      "adamw_config.lr_scales.norm", "--lr-scalar-scale must be finite and > 0");
+  expect_flag_named(
+      [] {
+        tk::optim::adamw_config c;
         c.weight_decay = -1;
         c.validate();
       },
@@ -110,6 +124,10 @@ TEST(FlagNames, MuonFieldsAreTheirFlags) {
                     "--muon-ns-steps must be in [1,5] with --muon-ns polar: 6");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.normuon_beta2 = 1; }),
                     "muon_config.normuon_beta2", "--muon-normuon-beta2 must be in [0,1): 1");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.momentum_warmup_start = 1; }),
+                    "muon_config.momentum_warmup_start", "--muon-momentum-start must be in [0,1)");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.momentum_warmup_steps = -1; }),
+                    "muon_config.momentum_warmup_steps", "--muon-momentum-warmup must be >= 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.weight_decay = -1; }),
                     "muon_config.weight_decay", "--muon-weight-decay must be finite and >= 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.schedule_max_lr = 0; }),
@@ -137,6 +155,9 @@ TEST(FlagNames, TrainerCheckFieldsAreTheirFlags) {
                     "trainer_config.schedule.max_lr", "--lr must be finite and >= 0");
   expect_flag_named(check([](tk::trainer_config& c) { c.ckpt_every = -3; }),
                     "trainer_config.ckpt_every", "--ckpt-every must be >= 0: -3");
+  // The batch ramp (issue 38).
+  expect_flag_named(check([](tk::trainer_config& c) { c.batch_ramp.steps = -1; }),
+                    "trainer_config.batch_ramp.steps", "--batch-ramp-steps must be >= 0");
   expect_flag_named(check([](tk::trainer_config& c) { c.grad_clip = -1; }),
                     "trainer_config.grad_clip",
                     "--grad-clip must be finite and >= 0 (0 = off): -1");

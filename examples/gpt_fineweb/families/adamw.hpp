@@ -33,6 +33,9 @@ struct adamw_family {
   /// AdamW settings from the flags, validated (config_error names the bad field).
   static config_type config(const train_options& o, const flags&) {
     config_type ac{float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay)};
+    ac.lr_scales.embedding = float(o.lr_embedding_scale);
+    ac.lr_scales.head = float(o.lr_head_scale);
+    ac.lr_scales.norm = ac.lr_scales.bias = float(o.lr_scalar_scale);
     ac.validate();
     return ac;
   }

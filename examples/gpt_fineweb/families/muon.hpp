@@ -9,8 +9,10 @@
 // Muon): --muon-ns ns5|polar (Polar Express per-iteration coefficients, at most 5 steps),
 // --muon-normuon with --muon-normuon-beta2 (NorMuon's per-neuron second moment; not under
 // --reducer mpi or nccl, whose sharded checkpoints hold the momentum only) and --muon-cautious-wd
-// (cautious weight decay of --muon-weight-decay, Muon's own decay, 0 by default). The AdamW half is
-// built exactly as families/adamw.hpp builds AdamW (adamw_family::config: --lr, --beta1, --beta2,
+// (cautious weight decay of --muon-weight-decay, Muon's own decay, 0 by default), and
+// --muon-momentum-warmup/--muon-momentum-start (momentum warmed up, modded-nanogpt's 0.85 → 0.95).
+// The AdamW half is built exactly as families/adamw.hpp builds AdamW (adamw_family::config: --lr,
+// --beta1, --beta2,
 // --eps, --weight-decay), so a change there reaches it. On the CPU it is muon_cpu; under `--reducer
 // mpi` sharded_muon_cpu, whose ranks split the matrices (each keeps only its share of the momentum)
 // and all-gather them, bit for bit one process's result. On CUDA it is muon_cuda (bf16
@@ -52,8 +54,10 @@ struct muon_family {
     std::string orthogonalizer{
         trainkit::optim::muon_orthogonalizer_name(config_type{}.orthogonalizer)};  // --muon-ns
     bool normuon = config_type{}.normuon;                                          // --muon-normuon
-    double normuon_beta2 = double(config_type{}.normuon_beta2);        // --muon-normuon-beta2
-    double weight_decay = double(config_type{}.weight_decay);          // --muon-weight-decay
+    double normuon_beta2 = double(config_type{}.normuon_beta2);       // --muon-normuon-beta2
+    double weight_decay = double(config_type{}.weight_decay);         // --muon-weight-decay
+    int momentum_warmup_steps = config_type{}.momentum_warmup_steps;  // --muon-momentum-warmup
+    double momentum_warmup_start = double(config_type{}.momentum_warmup_start);  // ...-start
     bool cautious_weight_decay = config_type{}.cautious_weight_decay;  // --muon-cautious-wd
   };
 
@@ -80,6 +84,13 @@ struct muon_family {
     app.add_option("--muon-weight-decay", f.weight_decay,
                    "--optimizer muon: Muon's decoupled weight decay for the matrices "
                    "(p <- p*(1 - rate*wd)); --weight-decay stays the AdamW half's")
+        ->capture_default_str();
+    app.add_option("--muon-momentum-warmup", f.momentum_warmup_steps,
+                   "--optimizer muon: steps over which Muon's momentum grows linearly from "
+                   "--muon-momentum-start to --muon-momentum (0 = none)")
+        ->capture_default_str();
+    app.add_option("--muon-momentum-start", f.momentum_warmup_start,
+                   "--optimizer muon --muon-momentum-warmup: the momentum of the first step")
         ->capture_default_str();
     app.add_flag("--muon-cautious-wd", f.cautious_weight_decay,
                  "--optimizer muon: decay a weight only where the update moves it toward zero "
@@ -114,6 +125,8 @@ struct muon_family {
           "--muon-normuon: the sharded Muon of --reducer " + o.reducer +
           " does not shard NorMuon's second moment yet; run NorMuon with --reducer single");
     c.weight_decay = float(f.weight_decay);
+    c.momentum_warmup_steps = f.momentum_warmup_steps;
+    c.momentum_warmup_start = float(f.momentum_warmup_start);
     c.cautious_weight_decay = f.cautious_weight_decay;
     c.schedule_max_lr = float(o.lr);  // the schedule's peak, so Muon's peak is c.lr
     c.adamw = adamw_family::config(o, {});

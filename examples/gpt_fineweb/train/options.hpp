@@ -33,6 +33,8 @@ struct train_options {
   int batch = 8;                       // B (micro-batch)
   int seq = 64;                        // T
   std::size_t total_batch_tokens = 0;  // 0 = B·T (no accumulation)
+  std::size_t batch_ramp_tokens = 0;   // tokens of step 1 of a batch ramp; 0 = no ramp
+  int batch_ramp_steps = 0;            // steps the ramp grows over
   int steps = 200;
   double lr = 1e-3;
   std::string schedule = "cosine";
@@ -41,6 +43,8 @@ struct train_options {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  // AdamW's rate per role, as multiples of the schedule's (optim/role_lr_scales.hpp)
+  double lr_embedding_scale = 1.0, lr_head_scale = 1.0, lr_scalar_scale = 1.0;
   std::uint64_t seed = 1337;
   std::string order = "sequential";
   std::string metrics;
@@ -186,6 +190,11 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--seq", o.seq, "sequence length T");
   app.add_option("--total-batch-tokens", o.total_batch_tokens,
                  "tokens per optimizer step (gradient accumulation); 0 = B*T");
+  app.add_option("--batch-ramp-tokens", o.batch_ramp_tokens,
+                 "tokens of the first optimizer step, growing linearly to --total-batch-tokens "
+                 "over --batch-ramp-steps (whole micro-batches); 0 = no ramp");
+  app.add_option("--batch-ramp-steps", o.batch_ramp_steps,
+                 "steps over which --batch-ramp-tokens grows to --total-batch-tokens");
   app.add_option("--steps", o.steps, "optimizer steps");
   app.add_option("--lr", o.lr, "peak learning rate");
   app.add_option("--schedule", o.schedule, "constant, cosine or wsd (warmup-stable-decay)")
@@ -196,6 +205,12 @@ inline void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--weight-decay", o.weight_decay,
                  "AdamW decoupled weight decay (2-D weights only)");
   app.add_option("--grad-clip", o.grad_clip, "global gradient-norm clip; 0 = off");
+  app.add_option("--lr-embedding-scale", o.lr_embedding_scale,
+                 "AdamW's rate for embeddings as a multiple of the schedule's (--lr)");
+  app.add_option("--lr-head-scale", o.lr_head_scale,
+                 "AdamW's rate for an untied head as a multiple of the schedule's (--lr)");
+  app.add_option("--lr-scalar-scale", o.lr_scalar_scale,
+                 "AdamW's rate for norms and biases as a multiple of the schedule's (--lr)");
   app.add_option("--beta1", o.beta1, "AdamW beta1");
   app.add_option("--beta2", o.beta2, "AdamW beta2");
   app.add_option("--eps", o.eps, "AdamW epsilon");
@@ -265,6 +280,7 @@ inline trainkit::trainer_config make_trainer_config(const train_options& o) {
   trainkit::trainer_config tc;
   tc.steps = o.steps;
   tc.total_batch_tokens = o.total_batch_tokens;
+  tc.batch_ramp = {o.batch_ramp_tokens, o.batch_ramp_steps};
   tc.schedule.kind = trainkit::optim::parse_schedule_kind(o.schedule);
   tc.schedule.max_lr = float(o.lr);
   tc.schedule.warmup_steps = o.warmup;

@@ -11,6 +11,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor_role.hpp"
 #include "trainkit/optim/detail/number_text.hpp"
+#include "trainkit/optim/role_lr_scales.hpp"
 
 namespace trainkit::optim {
 
@@ -26,6 +27,9 @@ struct adamw_config {
   // llm.c's rule (it decays the 2-D tensors): matrices and both embeddings (wte and wpe), not
   // biases or LayerNorm parameters; an untied output head (Llama's lm_head) is 2-D too.
   tensor_role_set decay_roles{tensor_role::embedding, tensor_role::matrix, tensor_role::head};
+  // The rate of each role's tensors is the schedule's times this (optim/role_lr_scales.hpp); the
+  // decoupled decay follows the scaled rate. All 1: a single rate, as always.
+  role_lr_scales lr_scales{};
 
   friend bool operator==(const adamw_config&, const adamw_config&) = default;
 
@@ -42,6 +46,7 @@ struct adamw_config {
     if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay))
       throw config_error("adamw_config: weight_decay must be finite and >= 0: " +
                          number_text(weight_decay));
+    lr_scales.validate("adamw_config.lr_scales");
   }
 
   /// "beta1=0.9 beta2=0.95 eps=1e-08 weight_decay=0.1 decay_roles=embedding,matrix,head" for
@@ -50,7 +55,8 @@ struct adamw_config {
     using detail::number_text;
     return "beta1=" + number_text(beta1) + " beta2=" + number_text(beta2) +
            " eps=" + number_text(eps) + " weight_decay=" + number_text(weight_decay) +
-           " decay_roles=" + decay_roles.to_string();
+           " decay_roles=" + decay_roles.to_string() +
+           (lr_scales.all_one() ? "" : " lr_scales={" + lr_scales.to_string() + "}");
   }
 };
 

@@ -56,7 +56,8 @@ class basic_adamw_cpu {
         m_(static_cast<std::size_t>(model.num_parameters()), Scalar(0)),
         v_(m_.size(), Scalar(0)) {
     config_.validate();
-    segments_ = decay_segments(layout_, m_.size(), config_.decay_roles, "adamw_cpu");
+    segments_ =
+        decay_segments(layout_, m_.size(), config_.decay_roles, "adamw_cpu", config_.lr_scales);
   }
 
   /// One AdamW update at learning rate `lr` from the model's gradients times `clip.factor`.
@@ -88,13 +89,15 @@ class basic_adamw_cpu {
     {
       for (const decay_segment& s : segments_) {
         const Scalar decay = s.decay ? static_cast<Scalar>(config_.weight_decay) : Scalar(0);
+        update_constants ks = k;  // the role's rate (×1 leaves it as it is, bit for bit)
+        ks.rate = k.rate * static_cast<Scalar>(s.lr_scale);
         const auto blocks = std::ptrdiff_t((s.end - s.begin + update_block - 1) / update_block);
         // Segments are disjoint, so a thread may move on without waiting for the others.
 #pragma omp for schedule(static) nowait
         for (std::ptrdiff_t b = 0; b < blocks; ++b) {
           const std::size_t begin = s.begin + std::size_t(b) * update_block;
           const std::size_t count = std::min(update_block, s.end - begin);
-          update_range(k, decay, p + begin, g + begin, m + begin, v + begin, count);
+          update_range(ks, decay, p + begin, g + begin, m + begin, v + begin, count);
         }
       }
     }

@@ -83,7 +83,8 @@ namespace detail {
 inline kernels::segment_table adamw_segment_table(std::span<const tensor_info> layout,
                                                   std::size_t n, const adamw_config& config,
                                                   const std::string& who) {
-  const std::vector<decay_segment> ranges = decay_segments(layout, n, config.decay_roles, who);
+  const std::vector<decay_segment> ranges =
+      decay_segments(layout, n, config.decay_roles, who, config.lr_scales);
   if (ranges.size() > std::size_t(kernels::max_segments))
     throw config_error(who + ": the parameter layout splits into " + std::to_string(ranges.size()) +
                        " segments; the update kernel takes at most " +
@@ -92,7 +93,8 @@ inline kernels::segment_table adamw_segment_table(std::span<const tensor_info> l
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const decay_segment& r = ranges[i];
-    table.seg[i] = {r.begin, r.end, std::uint32_t(chunks), r.decay ? config.weight_decay : 0.0f};
+    table.seg[i] = {r.begin, r.end, std::uint32_t(chunks), r.decay ? config.weight_decay : 0.0f,
+                    r.lr_scale};
     chunks += (r.end - r.begin + kernels::update_chunk - 1) / kernels::update_chunk;
   }
   if (chunks > 0x7fffffffull)

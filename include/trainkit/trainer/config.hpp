@@ -24,6 +24,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/optim/detail/number_text.hpp"
 #include "trainkit/optim/schedule.hpp"
+#include "trainkit/trainer/batch_ramp.hpp"
 #include "trainkit/trainer/sinks/console.hpp"
 
 namespace trainkit {
@@ -56,6 +57,7 @@ struct output_settings {
 struct trainer_config {
   int steps = 50;  // optimizer steps in the whole run (a resume continues to it)
   std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
+  batch_ramp_config batch_ramp{};      // grows the tokens per step to that (trainer/batch_ramp.hpp)
   optim::lr_schedule schedule{};       // its total_steps is ignored: the run is `steps` long
   // Global gradient-norm clipping threshold, 0 = off: the reducer's clipping step takes the norm of
   // the summed gradients, and the optimizer's update scales them by grad_clip / norm when
@@ -131,6 +133,13 @@ inline std::vector<config_problem> check(const trainer_config& cfg, const run_sh
                 std::to_string(bt) +
                 (shape.ranks > 1 ? " times " + std::to_string(shape.ranks) + " ranks" : ""));
   }
+  if (cfg.batch_ramp.steps < 0)
+    problem("trainer_config.batch_ramp.steps",
+            "must be >= 0 (0 = off): " + std::to_string(cfg.batch_ramp.steps));
+  if (bt > 0 && cfg.batch_ramp.start_tokens > step_tokens(cfg, shape))
+    problem("trainer_config.batch_ramp.start_tokens", std::to_string(cfg.batch_ramp.start_tokens) +
+                                                          " exceeds the tokens per step, " +
+                                                          std::to_string(step_tokens(cfg, shape)));
   if (cfg.eval_every < 0)
     problem("trainer_config.eval_every", "must be >= 0: " + std::to_string(cfg.eval_every));
   if (shape.has_validation && cfg.eval_batches <= 0)

@@ -121,7 +121,15 @@ class trainer {
   /// Optimizer steps completed so far (after a resume: the checkpoint's step).
   std::uint64_t step() const noexcept { return step_; }
   int grad_accum_steps() const noexcept { return accum_; }
-  /// Tokens per optimizer step over all ranks.
+  /// Micro-batches per rank of optimizer step `step` (0-based): grad_accum_steps(), or fewer
+  /// while trainer_config::batch_ramp grows the batch (trainer/batch_ramp.hpp).
+  int grad_accum_steps_at(std::uint64_t step) const noexcept {
+    if (!cfg_.batch_ramp.on()) return accum_;
+    const std::size_t round = std::size_t(world_size()) * std::size_t(train_.batch_size()) *
+                              std::size_t(train_.seq_len());
+    return ramp_rounds(cfg_.batch_ramp, std::size_t(accum_) * round, round, step);
+  }
+  /// Tokens per optimizer step over all ranks (the full batch, after any ramp).
   std::size_t tokens_per_step() const noexcept {
     return std::size_t(accum_) * std::size_t(world_size()) * std::size_t(train_.batch_size()) *
            train_.seq_len();
@@ -224,9 +232,10 @@ class trainer {
       model_.zero_grad(ctx_);
     }
     // 1/(micro-batches × ranks): the reducer sums the ranks' shares of the mean.
+    const int accum = grad_accum_steps_at(step_);  // accum_ unless a batch ramp is on
     trainkit::model::micro_step micro{
-        1.0f / float(accum_ * world_size()), 0, accum_, {&reducer_, &bucket_ready}};
-    for (int k = 0; k < accum_; ++k) {
+        1.0f / float(accum * world_size()), 0, accum, {&reducer_, &bucket_ready}};
+    for (int k = 0; k < accum; ++k) {
       micro.index = k;
       const auto batch = timed_next_batch(train_, ctx_, clock, m);
       {

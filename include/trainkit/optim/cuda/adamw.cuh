@@ -38,7 +38,7 @@ inline constexpr int update_per_thread = 8;
 inline constexpr std::size_t update_chunk = std::size_t(update_threads) * update_per_thread;
 
 /// Segments a layout may produce: GPT-2 has 16 tensors, so at most 33 (gaps between tensors
-/// included). Kernel parameters carry the table by value (64 × 24 bytes, under the 4 KiB limit).
+/// included). Kernel parameters carry the table by value (64 × 32 bytes, under the 4 KiB limit).
 inline constexpr int max_segments = 64;
 
 struct update_segment {
@@ -46,6 +46,7 @@ struct update_segment {
   std::uint64_t end = 0;
   std::uint32_t first_chunk = 0;  // chunks before this segment (the block index it starts at)
   float decay = 0.0f;             // weight_decay for decayed tensors, 0 otherwise
+  float lr_scale = 1.0f;          // the role's learning-rate multiplier (role_lr_scales)
 };
 
 struct segment_table {
@@ -169,6 +170,7 @@ __global__ void __launch_bounds__(update_threads)
       seg.begin + std::uint64_t(blockIdx.x - seg.first_chunk) * update_chunk;
   const float grad_scale = norm_and_scale[1];
   const float decay = seg.decay;
+  const float lr = __fmul_rn(k.lr, seg.lr_scale);  // ×1 is exact: one rate, as before
 #pragma unroll
   for (int j = 0; j < update_per_thread; ++j) {
     const std::uint64_t i = chunk_begin + std::uint64_t(j) * update_threads + threadIdx.x;
@@ -183,7 +185,7 @@ __global__ void __launch_bounds__(update_threads)
     const float direction = __fadd_rn(
         __fdiv_rn(__fdiv_rn(mi, k.bias1), __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, k.bias2)), k.eps)),
         __fmul_rn(decay, p));
-    const float updated = __fsub_rn(p, __fmul_rn(k.lr, direction));
+    const float updated = __fsub_rn(p, __fmul_rn(lr, direction));
     m[i] = mi;
     v[i] = vi;
     master[i] = updated;
