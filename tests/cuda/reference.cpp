@@ -7,6 +7,7 @@
 
 #include "trainkit/model/cpu/kernels.hpp"
 #include "trainkit/model/gpt2/cpu.hpp"
+#include "trainkit/model/recipe/softcap_crossentropy.hpp"
 
 namespace trainkit::test_ref {
 
@@ -76,10 +77,10 @@ void attention_backward(fvec& dqkv, const fvec& dout, const fvec& qkv, const fve
 }
 
 void softmax_crossentropy(fvec& logits, std::vector<double>& losses, const ivec& targets, int rows,
-                          int V, int Vp, bool backward, float dloss) {
+                          int V, int Vp, bool backward, float dloss, float cap) {
   losses.assign(rows, 0.0);
-  k::softmax_crossentropy(logits.data(), losses.data(), targets.data(), rows, V, Vp, backward,
-                          dloss);
+  model::recipe::softcapped_crossentropy(logits.data(), losses.data(), targets.data(), rows, V, Vp,
+                                         backward, dloss, cap);
 }
 
 model_result gpt2_forward_backward(const model::gpt2_config& cfg, const fvec& params,

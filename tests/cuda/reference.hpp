@@ -34,9 +34,10 @@ void gelu_backward(fvec& dinp, const fvec& inp, const fvec& dout);
 void attention_forward(fvec& out, fvec& att, const fvec& qkv, int B, int T, int C, int H);
 void attention_backward(fvec& dqkv, const fvec& dout, const fvec& qkv, const fvec& att, int B,
                         int T, int C, int H);
-/// losses (rows); with backward, logits become dloss·(softmax − onehot), padded columns 0.
+/// losses (rows); with backward, logits become dloss·(softmax − onehot), padded columns 0. With
+/// cap > 0 the soft-capped form (model/recipe/softcap_crossentropy.hpp).
 void softmax_crossentropy(fvec& logits, std::vector<double>& losses, const ivec& targets, int rows,
-                          int V, int Vp, bool backward, float dloss);
+                          int V, int Vp, bool backward, float dloss, float cap = 0.0f);
 
 /// The CPU GPT-2 with the given parameters: mean loss of one forward_backward(grad_scale = 1)
 /// and the gradients it produced.

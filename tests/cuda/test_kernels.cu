@@ -330,6 +330,40 @@ TEST(CudaKernels, ClassifierForwardBackwardMasksPaddedVocab) {
   EXPECT_EQ(to_host_raw(flag)[0], 0);
 }
 
+// Logit soft-capping (issue 38) fused into the classifier: losses and the gradient row against the
+// CPU kernel recipe::softcapped_crossentropy (pinned to PyTorch by test_model_recipe_kernels), at
+// modded-nanogpt's cap 15 on logits of a few tens, so that the cap bends them.
+TEST(CudaKernels, ClassifierSoftcapMatchesTheCpuKernel) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  std::mt19937_64 rng(18);
+  const int N = 5, V = 50257, Vp = 50304;
+  const float dloss = 0.2f, cap = 15.0f;
+  const fvec logits = random_bf16(std::size_t(N) * Vp, rng, 40.0f);
+  const auto targets = random_tokens(N, V, rng);
+  fvec exp_d = logits;
+  std::vector<double> exp_loss;
+  ref::softmax_crossentropy(exp_d, exp_loss, targets, N, V, Vp, true, dloss, cap);
+  fvec plain_d = logits;  // the uncapped gradient, which the capped one must not be
+  std::vector<double> plain_loss;
+  ref::softmax_crossentropy(plain_d, plain_loss, targets, N, V, Vp, true, dloss);
+
+  auto d_logits = to_device(logits);
+  auto d_tgt = to_device_raw(targets);
+  auto losses = poisoned_f32(N);
+  auto flag = to_device_raw(std::vector<int>{0});
+  k::classifier(dev(d_logits), losses.data(), d_tgt.data(), flag.data(), N, V, Vp, dloss, true, 0,
+                cap);
+  const auto got = to_host_raw(losses);
+  for (int r = 0; r < N; ++r) {
+    EXPECT_NEAR(got[r], exp_loss[r], 1e-3 * std::abs(exp_loss[r]) + 1e-4) << r;
+    EXPECT_GT(std::abs(plain_loss[r] - exp_loss[r]), 1e-2) << "the cap must change the loss";
+  }
+  const fvec d = to_host(d_logits);
+  EXPECT_LT(relative_error(d, exp_d), tol_single);
+  EXPECT_GT(relative_error(plain_d, exp_d), 10 * tol_single);
+  EXPECT_EQ(to_host_raw(flag)[0], 0);
+}
+
 TEST(CudaKernels, GeluForward) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   std::mt19937_64 rng(9);

@@ -7,7 +7,11 @@
 // dloss·(softmax − onehot(target)) and zeroes the padded columns [V, Vp) — so no fp32 probability
 // matrix for the batch ever exists, and the LM-head backward GEMMs read the gradient where the
 // logits were. A target outside [0, V) raises the device flag and yields loss 0 and a zero row.
-// CPU reference: softmax_crossentropy in cpu/kernels.hpp.
+// CPU reference: softmax_crossentropy in cpu/kernels.hpp. Logit soft-capping (the speedrun
+// recipe's, issue 38): with cap > 0 every logit x is read as z = cap·tanh(x / cap) and the
+// gradient row is multiplied by ∂z/∂x = 1 − (z / cap)²; cap = 0 runs the expressions above
+// unchanged, bit for bit. CPU reference of the capped form: recipe::softcapped_crossentropy
+// (model/recipe/softcap_crossentropy.hpp). The capped form never ran on a GPU yet.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,23 +46,32 @@ __device__ inline void online_update(float& m, float& s, float y) {
   }
 }
 
+/// A logit as the softmax sees it: cap·tanh(x / cap) with a cap, x itself without (cap = 0).
+__device__ inline float capped_logit(float x, float cap, float inv_cap) {
+  return cap > 0.0f ? cap * tanhf(x * inv_cap) : x;
+}
+
 template <class = void>
 __global__ void __launch_bounds__(classifier_threads)
     classifier_kernel(bf16_t* logits, float* losses, const std::int32_t* targets, int* bad_target,
-                      int V, int Vp, float dloss, bool backward) {
+                      int V, int Vp, float dloss, bool backward, float cap) {
   __shared__ float scratch[warp_size];
   const std::int64_t row = blockIdx.x;
   bf16_t* x = logits + row * Vp;
   const int target = targets[row];
   const bool valid = target >= 0 && target < V;
-  const float target_logit = valid ? __bfloat162float(x[target]) : 0.0f;  // read before writes
+  const float inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
+  const float target_logit =  // read before writes
+      valid ? capped_logit(__bfloat162float(x[target]), cap, inv_cap) : 0.0f;
   const int vectors = Vp / pack;
   float m = -INFINITY, s = 0.0f;
   for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
     const bf16x8 xv = load8(x + std::int64_t(v) * pack);
 #pragma unroll
     for (int k = 0; k < pack; ++k)
-      if (v * pack + k < V) online_update(m, s, __bfloat162float(xv.v[k]) * classifier_log2e);
+      if (v * pack + k < V)
+        online_update(m, s,
+                      capped_logit(__bfloat162float(xv.v[k]), cap, inv_cap) * classifier_log2e);
   }
   const float block_m = block_max(m, scratch);  // of y = x·log2(e)
   const float scaled = m == -INFINITY ? 0.0f : s * exp2f(m - block_m);
@@ -75,23 +88,28 @@ __global__ void __launch_bounds__(classifier_threads)
     for (int k = 0; k < pack; ++k) {
       const int j = v * pack + k;
       float d = 0.0f;
-      if (valid && j < V)
-        d = dloss * (exp2f(__bfloat162float(xv.v[k]) * classifier_log2e - block_m) * inv -
-                     (j == target ? 1.0f : 0.0f));
+      if (valid && j < V) {
+        const float z = capped_logit(__bfloat162float(xv.v[k]), cap, inv_cap);
+        d = dloss * (exp2f(z * classifier_log2e - block_m) * inv - (j == target ? 1.0f : 0.0f));
+        if (cap > 0.0f) d *= 1.0f - (z * inv_cap) * (z * inv_cap);  // ∂z/∂x
+      }
       xv.v[k] = __float2bfloat16(d);
     }
     store8(x + std::int64_t(v) * pack, xv);
   }
 }
 
-/// Per-row losses (N) of logits (N, Vp); with backward, logits become dloss·(p − onehot).
+/// Per-row losses (N) of logits (N, Vp); with backward, logits become dloss·(p − onehot) (times
+/// 1 − (z/cap)² per logit when `cap` > 0: the soft-capped loss of the file header).
 inline void classifier(bf16_t* logits, float* losses, const std::int32_t* targets, int* bad_target,
-                       int N, int V, int Vp, float dloss, bool backward, cudaStream_t s) {
+                       int N, int V, int Vp, float dloss, bool backward, cudaStream_t s,
+                       float cap = 0.0f) {
   constexpr const char* who = "classifier";
   require(Vp % pack == 0 && V <= Vp && V > 0, who, "Vp must be a multiple of 8 and ≥ V");
+  require(cap >= 0.0f && cap < INFINITY, who, "the logit cap must be finite and >= 0 (0 = off)");
   require(aligned_to(logits, 16), who, "logits must be 16-byte aligned");
   classifier_kernel<><<<unsigned(N), classifier_threads, 0, s>>>(
-      logits, losses, targets, bad_target, V, Vp, dloss, backward);
+      logits, losses, targets, bad_target, V, Vp, dloss, backward, cap);
   TRAINKIT_CUDA_CHECK_LAUNCH("classifier_kernel");
 }
 
