@@ -28,6 +28,16 @@
 // bench/RESULTS.md records both families at --steps 200 --batch 4 --seq 256 --eval-every 20
 // --eval-batches 8 (~12 min a run on one core).
 // --model d2 --steps 40 --eval-every 10 is a smoke run of a few minutes.
+//
+// --suite variants (issue 38, the speedrun recipe's optimizer parts): instead of the AdamW sweep,
+// six Muon runs with the AdamW half at --adamw-lr (default 2e-3, the Llama d6 sweep's best):
+// `muon` (the published Muon, the baseline), `variants` (Polar Express, NorMuon, cautious weight
+// decay at Muon weight decay 0.05, and momentum warmed up 0.85 → 0.95 over the first sixth of the
+// steps), and `variants` minus each part in turn (the ablation). The table gives each run's steps
+// to reach the baseline's best validation loss and the ratio to the baseline's steps; curves to
+// OUT_DIR/curves.svg as for the default suite (bench/recipes/ keeps the committed ones).
+//   nohup bench_muon_learning bench-out/variants --arch llama --suite variants --steps 200
+//        --batch 4 --seq 256 --eval-every 20 --eval-batches 8 > bench-out/variants.log 2>&1 &
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +76,8 @@ struct options {
   int steps = 300, batch = 8, seq = 256, eval_every = 25, eval_batches = 16;
   float adamw_lrs[3] = {1e-3f, 2e-3f, 4e-3f};
   int warmup = 20;
+  std::string suite = "muon";  // muon: AdamW sweep against Muon; variants: the Muon ablation
+  float adamw_lr = 2e-3f;      // --suite variants: the AdamW half's rate (the schedule's peak)
 };
 
 struct curve {
@@ -214,7 +226,7 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
   const double W = 720, H = 420, L = 60, R = 170, T = 20, B = 40;
   auto x = [&](double s) { return L + (W - L - R) * s / last; };
   auto y = [&](double v) { return T + (H - T - B) * (hi - v) / std::max(hi - lo, 1e-9); };
-  const char* colors[] = {"#9ecae1", "#4292c6", "#08519c", "#d62728", "#2ca02c"};
+  const char* colors[] = {"#9ecae1", "#4292c6", "#08519c", "#d62728", "#2ca02c", "#ff7f0e"};
   std::ofstream f(path);
   f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
@@ -229,19 +241,79 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
   }
   f << "<text x='" << (W - R) / 2 << "' y='" << H - 8 << "'>step (0 to " << last << ")</text>\n";
   for (std::size_t i = 0; i < curves.size(); ++i) {
-    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 5] << "' points='";
+    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 6] << "' points='";
     for (const auto& [s, v] : curves[i].val) f << x(double(s)) << "," << y(v) << " ";
     f << "'/>\n<text x='" << W - R + 10 << "' y='" << T + 16 * (i + 1) << "' fill='"
-      << colors[i % 5] << "'>" << curves[i].name << "</text>\n";
+      << colors[i % 6] << "'>" << curves[i].name << "</text>\n";
   }
   f << "</svg>\n";
+}
+
+// --suite variants: the published Muon against its variants together and each left out.
+int run_variants(const options& o) {
+  tk::optim::muon_config base;
+  base.schedule_max_lr = o.adamw_lr;
+  tk::optim::muon_config all = base;
+  all.orthogonalizer = tk::optim::muon_orthogonalizer::polar_express;
+  all.normuon = true;
+  all.cautious_weight_decay = true;
+  all.weight_decay = 0.05f;  // cautious decay needs a decay; "minus cautious" keeps it plain
+  all.momentum_warmup_steps = std::max(1, o.steps / 6);
+  std::vector<std::pair<std::string, tk::optim::muon_config>> runs{{"muon", base},
+                                                                   {"variants", all}};
+  tk::optim::muon_config c = all;
+  c.orthogonalizer = tk::optim::muon_orthogonalizer::ns5;
+  runs.push_back({"-polar", c});
+  c = all;
+  c.normuon = false;
+  runs.push_back({"-normuon", c});
+  c = all;
+  c.cautious_weight_decay = false;
+  runs.push_back({"-cautious", c});
+  c = all;
+  c.momentum_warmup_steps = 0;
+  runs.push_back({"-warmup", c});
+  std::vector<curve> curves;
+  for (const auto& [name, config] : runs)
+    curves.push_back(
+        o.arch == "gpt2"
+            ? train<tk::model::gpt2_cpu, tk::optim::muon_cpu>(o, name, o.adamw_lr, config)
+            : train<tk::model::llama_cpu, tk::optim::muon_cpu>(o, name, o.adamw_lr, config));
+  std::ofstream jl(o.out / "curves.jsonl");
+  jl.precision(9);  // runs may agree to 6 digits (a d2 smoke's did at step 40)
+  for (const curve& cv : curves)
+    for (const auto& [st, v] : cv.val)
+      jl << "{\"run\":\"" << cv.name << "\",\"lr\":" << cv.lr << ",\"step\":" << st
+         << ",\"val_loss\":" << v << "}\n";
+  write_svg(o.out / "curves.svg",
+            o.arch + " " + o.model + " Muon variants, " + std::to_string(o.batch * o.seq) +
+                " tokens per step",
+            curves);
+  const double target = min_val(curves[0]);
+  const std::uint64_t base_steps = steps_to(curves[0], target);
+  std::ostringstream s;
+  s << "bench_muon_learning --suite variants: " << o.arch << " " << o.model << ", " << o.steps
+    << " steps of " << o.batch * o.seq << " tokens, AdamW half at " << o.adamw_lr << "\n"
+    << "  target: the published Muon's best val loss " << target << " (step " << base_steps
+    << ")\n";
+  for (const curve& cv : curves) {
+    const std::uint64_t st = steps_to(cv, target);
+    s << "  " << cv.name << ": best " << min_val(cv) << ", steps to target "
+      << (st == 0 ? std::string("never") : std::to_string(st));
+    if (st != 0) s << " (" << double(st) / double(base_steps) << "x)";
+    s << "\n";
+  }
+  std::fputs(s.str().c_str(), stdout);
+  std::ofstream(o.out / "summary.txt") << s.str();
+  return 0;
 }
 
 int usage(const char* what) {
   std::fprintf(stderr,
                "bench_muon_learning: %s\nusage: bench_muon_learning OUT_DIR [--arch gpt2|llama] "
                "[--model d6] "
-               "[--steps N] [--batch B] [--seq T] [--eval-every N] [--eval-batches N]\n",
+               "[--steps N] [--batch B] [--seq T] [--eval-every N] [--eval-batches N] "
+               "[--suite muon|variants] [--adamw-lr X]\n",
                what);
   return 2;
 }
@@ -271,6 +343,10 @@ int main(int argc, char** argv) {
         o.eval_every = std::stoi(value());
       else if (a == "--eval-batches")
         o.eval_batches = std::stoi(value());
+      else if (a == "--suite")
+        o.suite = value();
+      else if (a == "--adamw-lr")
+        o.adamw_lr = std::stof(value());
       else if (!a.empty() && a[0] != '-' && o.out.empty())
         o.out = a;
       else
@@ -282,6 +358,8 @@ int main(int argc, char** argv) {
   if (o.out.empty()) return usage("OUT_DIR is required");
   if (o.arch != "gpt2" && o.arch != "llama")
     return usage(("--arch " + o.arch + ": not gpt2 or llama").c_str());
+  if (o.suite != "muon" && o.suite != "variants")
+    return usage(("--suite " + o.suite + ": not muon or variants").c_str());
   try {
     std::size_t train_tokens = 0, val_tokens = 0;
     prepare(o, train_tokens, val_tokens);
@@ -294,6 +372,7 @@ int main(int argc, char** argv) {
     std::printf("%s %s, %d steps of %d tokens (%.0f%% of one epoch), eval every %d steps\n",
                 o.arch.c_str(), o.model.c_str(), o.steps, o.batch * o.seq,
                 100.0 * double(needed) / train_tokens, o.eval_every);
+    if (o.suite == "variants") return run_variants(o);
     std::vector<curve> curves;
     for (float lr : o.adamw_lrs) {
       char name[32];
