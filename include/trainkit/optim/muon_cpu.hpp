@@ -30,7 +30,8 @@
 //   efficient and scalable", arXiv:2510.05491, 2025) keeps a second moment per neuron of the
 //   orthogonalised update and divides by its root, evening out the update's scale across
 //   neurons. In the form modded-nanogpt and nanochat run it (nanochat/optim.py): lines are the
-//   rows when rows ≥ cols, else the columns (the longer side, n_red elements each); per line l
+//   rows when rows ≥ cols, else the columns (max(rows, cols) lines of n_red = min(rows, cols)
+//   elements each); per line l
 //     m_l ← mean over the line of O²;   v_l ← v_l + (1−β₂)·(m_l − v_l);   s_l = 1/√max(v_l, 1e-10)
 //   then O ← O·s_l·(‖O‖_F / max(‖O·s‖_F, 1e-10)), with ‖O‖_F² = Σ n_red·m_l and ‖O·s‖_F² =
 //   Σ n_red·m_l·s_l²: the normalised update keeps O's Frobenius norm, so Muon's rate convention
