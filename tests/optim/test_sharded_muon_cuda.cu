@@ -281,7 +281,9 @@ TEST(ShardedMuonCuda, KernelIndexingOnTheHostMatchesTheTwin) {
 // load-master kernels index by), walked on the host: packed element i of the share is element
 // share.offset + i of the buffer of every matrix and lands where that matrix is in the flat
 // buffer; the work offsets cover [0, elements) once each, every matrix inside its shape group's
-// run; the shape scale is √max(1, rows/cols). GPT-2 and Llama layouts, 1-4 ranks.
+// run; the shape scale is √max(1, rows/cols); NorMuon's lines (line offsets and normuon_line)
+// give each line of each owned matrix its min(rows, cols) elements. GPT-2 and Llama layouts, 1-4
+// ranks.
 TEST(ShardedMuonCuda, SharePlanOnTheHostIndexesEveryOwnedElementOnce) {
   const auto gpt2 = tk::model::gpt2_parameter_layout(tk::model::gpt2_config::preset("d2"));
   const auto llama = tk::model::llama_parameter_layout(tk::model::llama_config::preset("d2"));
@@ -294,6 +296,7 @@ TEST(ShardedMuonCuda, SharePlanOnTheHostIndexesEveryOwnedElementOnce) {
         ASSERT_EQ(plan.elements, share.packed.count);
         ASSERT_EQ(plan.table.size(), share.matrices.last - share.matrices.first);
         std::vector<int> work_hits(plan.elements, 0);
+        std::vector<int> line_hits(plan.lines, 0);  // NorMuon's lines (issue 38)
         std::size_t wrong_flat = 0, outside_group = 0;
         for (std::uint64_t i = 0; i < plan.elements; ++i) {
           const to::kernels::matrix_entry& e =
@@ -315,7 +318,20 @@ TEST(ShardedMuonCuda, SharePlanOnTheHostIndexesEveryOwnedElementOnce) {
           outside_group += !inside;
           EXPECT_EQ(e.shape_scale,
                     float(std::sqrt(std::max(1.0, double(ms[k].rows) / double(ms[k].cols)))));
+          ASSERT_EQ(std::int64_t(e.rows), ms[k].rows);
+          ASSERT_EQ(std::int64_t(e.cols), ms[k].cols);
+          const std::uint64_t line =
+              e.line_offset + to::kernels::normuon_line(e, i - e.state_offset);
+          ASSERT_LT(line, plan.lines);
+          ++line_hits[line];
         }
+        // Every line of every owned matrix gathers exactly its min(rows, cols) elements: the
+        // normuon kernel's lines and the apply kernel's normuon_line agree, lines do not overlap.
+        std::vector<int> want_hits(plan.lines, 0);
+        for (const to::kernels::matrix_entry& e : plan.table)
+          for (int l = 0; l < std::max(e.rows, e.cols); ++l)
+            want_hits[e.line_offset + std::uint64_t(l)] = std::min(e.rows, e.cols);
+        EXPECT_EQ(line_hits, want_hits) << world << " ranks";
         EXPECT_EQ(wrong_flat, 0u) << world << " ranks";
         EXPECT_EQ(outside_group, 0u) << world << " ranks";
         EXPECT_EQ(std::count(work_hits.begin(), work_hits.end(), 1), std::ptrdiff_t(plan.elements))
