@@ -174,35 +174,61 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
           const std::vector<float>& dy_tile = sdy[stage];
           for (int w = 0; w < warps; ++w) {
             const int r0 = 16 * w;  // this warp's keys
-            // Sᵀ (16 keys × 64 queries) = K strip · Qᵀ, and dPᵀ = V strip · dOᵀ.
-            std::vector<hw::warp_acc> s(Bq / 8, hw::warp_acc{}), dp(Bq / 8, hw::warp_acc{});
-            for (int kk = 0; kk < hs / 16; ++kk) {
-              const auto ka = ldsm(
-                  sk,
-                  [&](int l) {
-                    return lay::swizzled(r0 + lay::ldsm_a_row(l), 16 * kk + lay::ldsm_a_col(l), hs);
-                  },
-                  false);
-              const auto va = ldsm(
-                  sv,
-                  [&](int l) {
-                    return lay::swizzled(r0 + lay::ldsm_a_row(l), 16 * kk + lay::ldsm_a_col(l), hs);
-                  },
-                  false);
-              for (int np = 0; np < Bq / 16; ++np) {
-                auto bt = [&](int l) {
-                  return lay::swizzled(16 * np + lay::ldsm_bt_row(l), 16 * kk + lay::ldsm_bt_col(l),
-                                       hs);
-                };
-                const auto qb = ldsm(q_tile, bt, false);
-                const auto yb = ldsm(dy_tile, bt, false);
-                hw::mma_m16n8k16(s[std::size_t(2 * np)], ka, b_half(qb, 0));
-                hw::mma_m16n8k16(s[std::size_t(2 * np + 1)], ka, b_half(qb, 1));
-                hw::mma_m16n8k16(dp[std::size_t(2 * np)], va, b_half(yb, 0));
-                hw::mma_m16n8k16(dp[std::size_t(2 * np + 1)], va, b_half(yb, 1));
+            // Per lane, one base offset per ldmatrix pattern; the steps from it are
+            // lay::swizzled_step, as in the kernel.
+            auto a_base = [&](int l) {
+              return lay::swizzled(r0 + lay::ldsm_a_row(l), lay::ldsm_a_col(l), hs);
+            };
+            auto bt_base = [&](int l) {
+              return lay::swizzled(lay::ldsm_bt_row(l), lay::ldsm_bt_col(l), hs);
+            };
+            auto tb_base = [&](int l) {
+              return lay::swizzled(lay::ldsm_trans_b_row(l), lay::ldsm_trans_b_col(l), hs);
+            };
+            // Sᵀ (16 keys × 64 queries) = strip of `a` · `b`ᵀ (the kernel's
+            // strip_times_transposed): each A fragment once, for all 64 queries.
+            auto strip_times_transposed = [&](const std::vector<float>& a,
+                                              const std::vector<float>& bt_tile) {
+              std::vector<hw::warp_acc> acc(Bq / 8, hw::warp_acc{});
+              for (int kk = 0; kk < hs / 16; ++kk) {
+                const auto fa = ldsm(
+                    a, [&](int l) { return lay::swizzled_step(a_base(l), 0, 16 * kk, hs); }, false);
+                for (int np = 0; np < Bq / 16; ++np) {
+                  const auto fb = ldsm(
+                      bt_tile,
+                      [&](int l) { return lay::swizzled_step(bt_base(l), 16 * np, 16 * kk, hs); },
+                      false);
+                  hw::mma_m16n8k16(acc[std::size_t(2 * np)], fa, b_half(fb, 0));
+                  hw::mma_m16n8k16(acc[std::size_t(2 * np + 1)], fa, b_half(fb, 1));
+                }
               }
-            }
-            // Pᵀ in place of Sᵀ, dSᵀ in place of dPᵀ.
+              return acc;
+            };
+            // out += x (A fragments, 16 × 64 queries) · b (64 queries × hs, .trans): the kernel's
+            // accumulate_product.
+            auto accumulate_product = [&](std::vector<hw::warp_acc>& acc_out,
+                                          const std::vector<hw::warp_regs<4>>& xa,
+                                          const std::vector<float>& b_tile) {
+              for (int kk = 0; kk < Bq / 16; ++kk)
+                for (int dd = 0; dd < hs / 16; ++dd) {
+                  const auto fb = ldsm(
+                      b_tile,
+                      [&](int l) { return lay::swizzled_step(tb_base(l), 16 * kk, 16 * dd, hs); },
+                      true);
+                  hw::mma_m16n8k16(acc_out[std::size_t(2 * dd)], xa[std::size_t(kk)],
+                                   b_half(fb, 0));
+                  hw::mma_m16n8k16(acc_out[std::size_t(2 * dd + 1)], xa[std::size_t(kk)],
+                                   b_half(fb, 1));
+                }
+            };
+            auto as_a = [&](const std::vector<hw::warp_acc>& acc) {
+              std::vector<hw::warp_regs<4>> xa(Bq / 16);
+              for (int kk = 0; kk < Bq / 16; ++kk)
+                xa[std::size_t(kk)] = accumulators_as_a(acc, kk, rnd);
+              return xa;
+            };
+            // Sᵀ, then Pᵀ in place (the mask on the diagonal tile only).
+            auto s = strip_times_transposed(sk, q_tile);
             for (int n = 0; n < Bq / 8; ++n)
               for (int l = 0; l < L; ++l)
                 for (int i = 0; i < 4; ++i) {
@@ -211,46 +237,47 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
                   x = (diagonal && !lay::diagonal_visible(key, query))
                           ? 0.0f
                           : std::exp2(x * scale_log2 - slse[std::size_t(query)]);
-                  float& y = dp[std::size_t(n)][std::size_t(l)][std::size_t(i)];
-                  y = x * (y - sdelta[std::size_t(query)]) * scale;
                 }
-            // dV += Pᵀ · dO and dK += dSᵀ · Q: accumulator pairs of 16 queries are A fragments.
-            for (int kk = 0; kk < Bq / 16; ++kk) {
-              const auto pa = accumulators_as_a(s, kk, rnd);
-              const auto dsa = accumulators_as_a(dp, kk, rnd);
-              for (int dd = 0; dd < hs / 16; ++dd) {
-                auto tb = [&](int l) {
-                  return lay::swizzled(16 * kk + lay::ldsm_trans_b_row(l),
-                                       16 * dd + lay::ldsm_trans_b_col(l), hs);
-                };
-                const auto yb = ldsm(dy_tile, tb, true);
-                const auto qb = ldsm(q_tile, tb, true);
-                hw::mma_m16n8k16(dv[std::size_t(w)][std::size_t(2 * dd)], pa, b_half(yb, 0));
-                hw::mma_m16n8k16(dv[std::size_t(w)][std::size_t(2 * dd + 1)], pa, b_half(yb, 1));
-                hw::mma_m16n8k16(dk[std::size_t(w)][std::size_t(2 * dd)], dsa, b_half(qb, 0));
-                hw::mma_m16n8k16(dk[std::size_t(w)][std::size_t(2 * dd + 1)], dsa, b_half(qb, 1));
-              }
-            }
-            // dSᵀ (bf16 pairs) into the shared tile for dQ.
+            // dV += Pᵀ · dO.
+            accumulate_product(dv[std::size_t(w)], as_a(s), dy_tile);
+            // dPᵀ = V strip · dOᵀ, then dSᵀ in place.
+            auto dp = strip_times_transposed(sv, dy_tile);
             for (int n = 0; n < Bq / 8; ++n)
               for (int l = 0; l < L; ++l)
-                for (int i = 0; i < 4; ++i)
-                  sds[std::size_t(
-                      lay::ds_offset(r0 + lay::acc_key(l, i), 8 * n + lay::acc_query(l, i), Bq))] =
-                      rnd(dp[std::size_t(n)][std::size_t(l)][std::size_t(i)]);
+                for (int i = 0; i < 4; ++i) {
+                  const int query = 8 * n + lay::acc_query(l, i);
+                  float& y = dp[std::size_t(n)][std::size_t(l)][std::size_t(i)];
+                  y = s[std::size_t(n)][std::size_t(l)][std::size_t(i)] *
+                      (y - sdelta[std::size_t(query)]) * scale;
+                }
+            // dSᵀ's A fragments into the shared tile (register j of fragment kk: accumulator
+            // 2kk + j/2's pair 2(j%2)), then dK += dSᵀ · Q.
+            const auto dsa = as_a(dp);
+            for (int kk = 0; kk < Bq / 16; ++kk)
+              for (int l = 0; l < L; ++l)
+                for (int j = 0; j < 4; ++j) {
+                  const int i = 2 * (j % 2);
+                  const int key = r0 + lay::acc_key(l, i);
+                  const int query = 16 * kk + 8 * (j / 2) + lay::acc_query(l, i);
+                  for (int e = 0; e < 2; ++e)
+                    sds[std::size_t(lay::ds_offset(key, query, Bq) + e)] =
+                        dsa[std::size_t(kk)][std::size_t(l)][std::size_t(j)][std::size_t(e)];
+                }
+            accumulate_product(dk[std::size_t(w)], dsa, q_tile);
           }
           // (barrier) dQ (16 queries × hs) = dS · K per warp, 64 head dimensions at a time.
           for (int w = 0; w < warps; ++w) {
             const int r0 = 16 * w;  // this warp's queries
+            auto ds_base = [&](int l) {
+              return lay::ds_offset(lay::ldsm_ds_key(l), r0 + lay::ldsm_ds_query(l), Bq);
+            };
+            auto k_base = [&](int l) {
+              return lay::swizzled(lay::ldsm_trans_b_row(l), lay::ldsm_trans_b_col(l), hs);
+            };
             std::vector<hw::warp_regs<4>> dsa(Bk / 16);
             for (int kk = 0; kk < Bk / 16; ++kk)
               dsa[std::size_t(kk)] = ldsm(
-                  sds,
-                  [&](int l) {
-                    return lay::ds_offset(16 * kk + lay::ldsm_ds_key(l), r0 + lay::ldsm_ds_query(l),
-                                          Bq);
-                  },
-                  true);
+                  sds, [&](int l) { return lay::swizzled_step(ds_base(l), 16 * kk, 0, Bq); }, true);
             for (int c0 = 0; c0 < hs; c0 += 64) {
               std::vector<hw::warp_acc> acc(8, hw::warp_acc{});
               for (int kk = 0; kk < Bk / 16; ++kk)
@@ -258,8 +285,7 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
                   const auto kb = ldsm(
                       sk,
                       [&](int l) {
-                        return lay::swizzled(16 * kk + lay::ldsm_trans_b_row(l),
-                                             c0 + 16 * dd + lay::ldsm_trans_b_col(l), hs);
+                        return lay::swizzled_step(k_base(l), 16 * kk, c0 + 16 * dd, hs);
                       },
                       true);
                   hw::mma_m16n8k16(acc[std::size_t(2 * dd)], dsa[std::size_t(kk)], b_half(kb, 0));

@@ -201,6 +201,29 @@ TEST(FlashMmaBackwardLayout, DsTileStoresAndLoadsAreFreeOfBankConflicts) {
   EXPECT_EQ(std::count(hit.begin(), hit.end(), 1), Bk * Bq);
 }
 
+TEST(FlashMmaBackwardLayout, SwizzledStepIsTheSwizzleFromEveryLanesBase) {
+  // The kernel steps from one base per lane and pattern; the step must land where the swizzle
+  // puts the element, for every lane column the ldmatrix patterns use.
+  namespace fwd = trainkit::model::detail::flash_mma;
+  for (int width : {64, 128})
+    for (int lane = 0; lane < 32; ++lane) {
+      const int rows[] = {lay::ldsm_a_row(lane), lay::ldsm_bt_row(lane),
+                          lay::ldsm_trans_b_row(lane), lay::ldsm_ds_key(lane)};
+      const int cols[] = {lay::ldsm_a_col(lane), lay::ldsm_bt_col(lane),
+                          lay::ldsm_trans_b_col(lane), lay::ldsm_ds_query(lane)};
+      for (int p = 0; p < 4; ++p)
+        for (int r0 = 0; r0 < 64; r0 += 16)  // a warp's strip, as the a pattern's base
+          for (int dr = 0; dr + r0 < 64; dr += 16)
+            for (int dc = 0; dc + 16 <= width; dc += 16) {
+              const int base = fwd::swizzled(r0 + rows[p], cols[p], width);
+              ASSERT_EQ(lay::swizzled_step(base, dr, dc, width),
+                        fwd::swizzled(r0 + rows[p] + dr, cols[p] + dc, width))
+                  << "width " << width << " lane " << lane << " pattern " << p << " dr " << dr
+                  << " dc " << dc;
+            }
+    }
+}
+
 TEST(FlashMmaBackwardLayout, TransposedMaskIsTheCausalOne) {
   // Key k is seen by query t on the diagonal tile exactly when k ≤ t.
   for (int key = 0; key < 64; ++key)

@@ -90,6 +90,15 @@ TRAINKIT_HOST_DEVICE constexpr int ldsm_ds_query(int lane) {
   return 8 * ((lane / 8) % 2);
 }
 
+/// swizzled(r + dr, c + dc, width) from base = swizzled(r, c, width), for c of 0 or 8 (every
+/// ldmatrix lane's column), dr a multiple of 8 and dc a multiple of 16 with c + dc < width: the
+/// row step keeps the row's low three bits, and dc only flips chunk bits above c's, so the step is
+/// an XOR and an add. The kernel computes one base per lane and pattern and steps from it, which
+/// keeps one register per pattern live instead of one per step.
+TRAINKIT_HOST_DEVICE constexpr int swizzled_step(int base, int dr, int dc, int width) {
+  return (base ^ dc) + dr * width;
+}
+
 /// Element offset of (key, query) in the dSᵀ tile: `width` queries (the query tile) a row,
 /// swizzled as the other tiles.
 TRAINKIT_HOST_DEVICE constexpr int ds_offset(int key, int query, int width) {
