@@ -9,31 +9,34 @@
 // reads k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
 //
 // Forward, in the manner of FlashAttention-2 (Dao 2023, §3.1): one block of 4 warps per (query
-// tile of 64 rows, batch·head), warp w owns rows 16w..16w+15 and keeps everything of them in
-// registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight m16n8 fp32 accumulators, the
-// running max and sum of its two rows per lane (row statistics reduce over the quad with two
-// `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from S's accumulators into
-// the A fragments of P·V (an m16n8 accumulator pair is exactly one A fragment: no shared memory
-// round trip). Products are `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline PTX); operands
-// come from shared memory by `ldmatrix` (`.trans` for V) out of unpadded tiles whose 16-byte
-// chunks are XOR-swizzled, so neither ldmatrix nor the copies meet bank conflicts. K and V tiles
-// arrive by `cp.async` into two stages: tile j+1 is in flight while tile j is multiplied; rows
-// past T are zero-filled by the copy. Only the diagonal key tile is masked; later tiles are never
-// visited. The index arithmetic (swizzle, ldmatrix lane addresses, accumulator rows and columns,
-// the diagonal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU
-// emulation of this kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) =
-// 40 KiB (hs 64) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
-// Backward, in the same style: a pre-pass computes D = rowsum(dout ∘ out); one block of 4 warps
-// per (key tile, batch·KV head) visits, for each query head of the group in turn, the query tiles
-// that see its keys (detail::flash_backward_visit), recomputing P from the saved log-sum-exp.
-// Warp w owns keys 16w..16w+15 and works transposed (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ), so Pᵀ and dSᵀ are
-// register accumulators whose pairs are the A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q: S, P, dP,
-// dS, dK and dV never touch shared memory, and dK, dV sum over the group in fp32 and are written
-// once, without atomics. dQ = dS·K takes dSᵀ through one small swizzled bf16 tile (ldmatrix
-// .trans) and is added with fp32 atomics into a (B, T, C) float buffer that a last pass rounds
-// into dqkv. mma.sync and ldmatrix from swizzled tiles as the forward; K and V stay, Q and dO
-// arrive by cp.async into two stages (the next query tile lands while this one is worked on).
-// Index arithmetic: detail/flash_mma_backward_layout.hpp, shared with the lane-level emulation
+// tile, batch·head); a warp owns 32 query rows at hs 64 (two m16 row groups, 128-row blocks: each
+// K and V fragment serves both) and 16 at hs 128 (where two groups would spill), and keeps
+// everything of each row group in registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight
+// m16n8 fp32 accumulators, the running max and sum of its two rows per lane (row statistics reduce
+// over the quad with two `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from
+// S's accumulators into the A fragments of P·V (an m16n8 accumulator pair is exactly one A
+// fragment: no shared memory round trip). Products are
+// `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline PTX); operands come from shared memory by
+// `ldmatrix` (`.trans` for V) out of unpadded tiles whose 16-byte chunks are XOR-swizzled, so
+// neither ldmatrix nor the copies meet bank conflicts. K and V tiles arrive by `cp.async` into two
+// stages: tile j+1 is in flight while tile j is multiplied; rows past T are zero-filled by the
+// copy. Only key tiles crossing a row group's first row are masked; tiles past the block's last
+// real query are never visited. The index arithmetic (swizzle, ldmatrix lane addresses, accumulator
+// rows and columns, rows per warp, the last key tile, the causal test) lives in
+// detail/flash_mma_layout.hpp, shared with a lane-level CPU emulation of this kernel
+// (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) = 48 KiB (hs 64, 128 query rows) /
+// 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB. Backward, in the same style: a
+// pre-pass computes D = rowsum(dout ∘ out); one block of 4 warps per (key tile, batch·KV head)
+// visits, for each query head of the group in turn, the query tiles that see its keys
+// (detail::flash_backward_visit), recomputing P from the saved log-sum-exp. Warp w owns keys
+// 16w..16w+15 and works transposed (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ), so Pᵀ and dSᵀ are register
+// accumulators whose pairs are the A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q: S, P, dP, dS, dK and
+// dV never touch shared memory, and dK, dV sum over the group in fp32 and are written once, without
+// atomics. dQ = dS·K takes dSᵀ through one small swizzled bf16 tile (ldmatrix .trans) and is added
+// with fp32 atomics into a (B, T, C) float buffer that a last pass rounds into dqkv. mma.sync and
+// ldmatrix from swizzled tiles as the forward; K and V stay, Q and dO arrive by cp.async into two
+// stages (the next query tile lands while this one is worked on). Index arithmetic:
+// detail/flash_mma_backward_layout.hpp, shared with the lane-level emulation
 // tests/cuda/flash_mma_backward_port.hpp. Shared memory: 56.5 KiB (hs 64) / 104.5 KiB (hs 128),
 // where the WMMA version with shared fp32 S, dP, dK, dV needed 105.5 / 204 KiB (one hs-128 block
 // per SM; now two).
@@ -73,12 +76,16 @@ inline constexpr float ln2 = float(detail::flash_ln2);
 // Q, then K and V in two stages each; tiles are block_q × hs bf16 without padding (swizzled).
 template <int hs>
 struct forward_smem {
-  static constexpr std::size_t tile = std::size_t(block_q) * hs * 2;
+  static constexpr int rows = detail::flash_mma::forward_block_rows(hs);  // query rows
+  static constexpr std::size_t q_tile = std::size_t(rows) * hs * 2;
+  static constexpr std::size_t kv_tile = std::size_t(block_k) * hs * 2;
   static constexpr std::size_t q = 0;
-  static constexpr std::size_t k = q + tile;      // stages at k and k + tile
-  static constexpr std::size_t v = k + 2 * tile;  // stages at v and v + tile
-  static constexpr std::size_t bytes = v + 2 * tile;
+  static constexpr std::size_t k = q + q_tile;       // stages at k and k + kv_tile
+  static constexpr std::size_t v = k + 2 * kv_tile;  // stages at v and v + kv_tile
+  static constexpr std::size_t bytes = v + 2 * kv_tile;
 };
+static_assert(forward_smem<64>::rows % block_q == 0 && forward_smem<128>::rows % block_q == 0,
+              "Q arrives in 64-row parts");
 
 // K and V of the key tile, Q and dO of the query tile in two stages each (tile j+1 lands while tile
 // j is worked on), all block_q × hs bf16 swizzled; then the dSᵀ tile (block_k × block_q bf16,
@@ -250,8 +257,9 @@ __global__ void __launch_bounds__(flash::threads)
                                    int KV) {
   using namespace flash;
   using L = forward_smem<hs>;
-  static_assert(block_q == block_k, "one tile size for Q, K and V");
-  constexpr int tile = block_q * hs;  // elements
+  constexpr int groups = lay::forward_row_groups(hs);  // m16 row groups per warp
+  constexpr int rows = L::rows;                        // query rows of the block
+  constexpr int kv_tile = block_k * hs;                // elements
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
@@ -260,7 +268,7 @@ __global__ void __launch_bounds__(flash::threads)
   // The last query tiles visit the most key tiles: launch them first so they do not finish last.
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
-  const int q0 = qt * block_q, last = detail::flash_last_key_tile(qt);
+  const int q0 = qt * rows, last = lay::forward_last_key_tile(q0, rows, T, block_k);
   const detail::attention_heads heads{H, KV, hs};
   const std::int64_t row = heads.row();
   const bf16_t* base = qkv + std::int64_t(b) * T * row;
@@ -268,26 +276,31 @@ __global__ void __launch_bounds__(flash::threads)
   const bf16_t* k = base + heads.k_col(h);  // the group's k, v head
   const bf16_t* v = base + heads.v_col(h);
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
-  const int r0 = warp * 16;  // this warp's rows of the tile
+  const int r0 = warp * 16 * groups;  // this warp's rows of the tile: groups of 16 from r0
   const float scale_log2 = rsqrtf(float(hs)) * log2e;
 
-  copy_tile_async<hs>(sq, q, row, q0, T);
+  // Q in 64-row parts (a part's rows keep their low three bits, so the swizzle continues).
+#pragma unroll
+  for (int part = 0; part < rows / block_q; ++part)
+    copy_tile_async<hs>(sq + part * block_q * hs, q, row, q0 + part * block_q, T);
   copy_tile_async<hs>(sk, k, row, 0, T);
   copy_tile_async<hs>(sv, v, row, 0, T);
   commit_copies();
 
-  std::uint32_t qa[hs / 16][4];         // this warp's Q strip, A fragments per 16 dims
-  float o[hs / 8][4] = {};              // O (16 × hs)
-  float m[2] = {-INFINITY, -INFINITY};  // running max of rows lane/4 and lane/4 + 8 (base 2)
-  float l[2] = {0.0f, 0.0f};            // this lane's share of their running sums
+  std::uint32_t qa[groups][hs / 16][4];  // this warp's Q rows, A fragments per 16 dims
+  float o[groups][hs / 8][4] = {};       // O (16 × hs per group)
+  float m[groups][2];                    // running max of rows lane/4 and lane/4 + 8 (base 2)
+  float l[groups][2] = {};               // this lane's share of their running sums
+#pragma unroll
+  for (int g = 0; g < groups; ++g) m[g][0] = m[g][1] = -INFINITY;
 
   for (int kt = 0; kt <= last; ++kt) {
     const int stage = kt & 1;
     // The next K, V tiles into the other stage, whose readers passed the barrier at the end of
     // the previous iteration; then wait for this tile's group only.
     if (kt < last) {
-      copy_tile_async<hs>(sk + (stage ^ 1) * tile, k, row, (kt + 1) * block_k, T);
-      copy_tile_async<hs>(sv + (stage ^ 1) * tile, v, row, (kt + 1) * block_k, T);
+      copy_tile_async<hs>(sk + (stage ^ 1) * kv_tile, k, row, (kt + 1) * block_k, T);
+      copy_tile_async<hs>(sv + (stage ^ 1) * kv_tile, v, row, (kt + 1) * block_k, T);
       commit_copies();
       wait_copies<1>();
     } else {
@@ -296,15 +309,18 @@ __global__ void __launch_bounds__(flash::threads)
     __syncthreads();
     if (kt == 0) {
 #pragma unroll
-      for (int kk = 0; kk < hs / 16; ++kk)
-        ldmatrix_x4(qa[kk], sq + lay::swizzled(r0 + lay::ldsm_a_row(lane),
-                                               16 * kk + lay::ldsm_a_col(lane), hs));
+      for (int g = 0; g < groups; ++g)
+#pragma unroll
+        for (int kk = 0; kk < hs / 16; ++kk)
+          ldmatrix_x4(qa[g][kk], sq + lay::swizzled(r0 + 16 * g + lay::ldsm_a_row(lane),
+                                                    16 * kk + lay::ldsm_a_col(lane), hs));
     }
-    const bf16_t* ks = sk + stage * tile;
-    const bf16_t* vs = sv + stage * tile;
+    const bf16_t* ks = sk + stage * kv_tile;
+    const bf16_t* vs = sv + stage * kv_tile;
+    const int k0 = kt * block_k;
 
-    // S (16 × 64) = Q strip · Kᵀ.
-    float s[block_k / 8][4] = {};
+    // S (16 × 64 per group) = Q rows · Kᵀ: each K fragment serves every group.
+    float s[groups][block_k / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < hs / 16; ++kk)
 #pragma unroll
@@ -312,63 +328,80 @@ __global__ void __launch_bounds__(flash::threads)
         std::uint32_t kb[4];
         ldmatrix_x4(kb, ks + lay::swizzled(16 * np + lay::ldsm_bt_row(lane),
                                            16 * kk + lay::ldsm_bt_col(lane), hs));
-        mma_m16n8k16(s[2 * np], qa[kk], kb[0], kb[1]);
-        mma_m16n8k16(s[2 * np + 1], qa[kk], kb[2], kb[3]);
+#pragma unroll
+        for (int g = 0; g < groups; ++g) {
+          mma_m16n8k16(s[g][2 * np], qa[g][kk], kb[0], kb[1]);
+          mma_m16n8k16(s[g][2 * np + 1], qa[g][kk], kb[2], kb[3]);
+        }
       }
 
-    // Base 2, the causal mask on the diagonal tile only, row maxima over the quad.
-    const bool diagonal = kt == qt;
-    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < block_k / 8; ++n)
+    for (int g = 0; g < groups; ++g) {
+      // Base 2, the causal mask where the tile crosses the group's first row, row maxima over
+      // the quad.
+      const int first_row = q0 + r0 + 16 * g;
+      const bool crossing = lay::needs_mask(k0, block_k, first_row);
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float x = s[n][i] * scale_log2;
-        if (diagonal &&
-            !lay::diagonal_visible(r0 + lay::acc_row(lane, i), 8 * n + lay::acc_col(lane, i)))
-          x = -INFINITY;
-        s[n][i] = x;
-        mx[i / 2] = fmaxf(mx[i / 2], x);
+      for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float x = s[g][n][i] * scale_log2;
+          if (crossing && !lay::causal_visible(first_row + lay::acc_row(lane, i),
+                                               k0 + 8 * n + lay::acc_col(lane, i)))
+            x = -INFINITY;
+          s[g][n][i] = x;
+          mx[i / 2] = fmaxf(mx[i / 2], x);
+        }
+      float corr[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
+        // Key 0 is visible to every row and tile 0 comes first, so m is finite from then on;
+        // a tile the group's rows cannot see (all −inf) leaves m, l and O as they are.
+        const float m_new = fmaxf(m[g][half], mx[half]);
+        corr[half] = exp2f(m[g][half] - m_new);
+        m[g][half] = m_new;
       }
-    float corr[2];
+      float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
-      // Column k0 ≤ t of every visited tile is unmasked: the new maximum is finite.
-      const float m_new = fmaxf(m[half], mx[half]);
-      corr[half] = exp2f(m[half] - m_new);
-      m[half] = m_new;
+      for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[g][n][i] = exp2f(s[g][n][i] - m[g][i / 2]);
+          sum[i / 2] += s[g][n][i];
+        }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) l[g][half] = l[g][half] * corr[half] + sum[half];
+#pragma unroll
+      for (int n = 0; n < hs / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[g][n][i] *= corr[i / 2];
     }
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < block_k / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[n][i] = exp2f(s[n][i] - m[i / 2]);
-        sum[i / 2] += s[n][i];
-      }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) l[half] = l[half] * corr[half] + sum[half];
-#pragma unroll
-    for (int n = 0; n < hs / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) o[n][i] *= corr[i / 2];
 
-        // O += P · V: the accumulators of key columns 16kk..16kk+15 are one A fragment.
+    // O += P · V: the accumulators of key columns 16kk..16kk+15 are one A fragment; each V
+    // fragment serves every group.
 #pragma unroll
     for (int kk = 0; kk < block_k / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                                   pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t pa[groups][4];
+#pragma unroll
+      for (int g = 0; g < groups; ++g) {
+        pa[g][0] = pack_bf16(s[g][2 * kk][0], s[g][2 * kk][1]);
+        pa[g][1] = pack_bf16(s[g][2 * kk][2], s[g][2 * kk][3]);
+        pa[g][2] = pack_bf16(s[g][2 * kk + 1][0], s[g][2 * kk + 1][1]);
+        pa[g][3] = pack_bf16(s[g][2 * kk + 1][2], s[g][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < hs / 16; ++dp) {
         std::uint32_t vb[4];
         ldmatrix_x4_trans(vb, vs + lay::swizzled(16 * kk + lay::ldsm_a_row(lane),
                                                  16 * dp + lay::ldsm_a_col(lane), hs));
-        mma_m16n8k16(o[2 * dp], pa, vb[0], vb[1]);
-        mma_m16n8k16(o[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+        for (int g = 0; g < groups; ++g) {
+          mma_m16n8k16(o[g][2 * dp], pa[g], vb[0], vb[1]);
+          mma_m16n8k16(o[g][2 * dp + 1], pa[g], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
@@ -376,24 +409,23 @@ __global__ void __launch_bounds__(flash::threads)
 
   // Row sums over the quad; out = O / l as bf16 pairs, lse = (m + log2 l)·ln 2.
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l[half] += __shfl_xor_sync(full_mask, l[half], 1);
-    l[half] += __shfl_xor_sync(full_mask, l[half], 2);
-  }
+  for (int g = 0; g < groups; ++g)
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int t = q0 + r0 + lay::acc_row(lane, 2 * half);
-    if (t >= T) continue;
-    const float inv = 1.0f / l[half];
-    bf16_t* y = out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs;
+    for (int half = 0; half < 2; ++half) {
+      l[g][half] += __shfl_xor_sync(full_mask, l[g][half], 1);
+      l[g][half] += __shfl_xor_sync(full_mask, l[g][half], 2);
+      const int t = q0 + r0 + 16 * g + lay::acc_row(lane, 2 * half);
+      if (t >= T) continue;
+      const float inv = 1.0f / l[g][half];
+      bf16_t* y = out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs;
 #pragma unroll
-    for (int n = 0; n < hs / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(y + 8 * n + lay::acc_col(lane, 2 * half)) =
-          __floats2bfloat162_rn(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+      for (int n = 0; n < hs / 8; ++n) {
+        *reinterpret_cast<__nv_bfloat162*>(y + 8 * n + lay::acc_col(lane, 2 * half)) =
+            __floats2bfloat162_rn(o[g][n][2 * half] * inv, o[g][n][2 * half + 1] * inv);
+      }
+      if (lay::acc_col(lane, 2 * half) == 0)
+        lse[std::int64_t(bh) * T + t] = (m[g][half] + log2f(l[g][half])) * ln2;
     }
-    if (lay::acc_col(lane, 2 * half) == 0)
-      lse[std::int64_t(bh) * T + t] = (m[half] + log2f(l[half])) * ln2;
-  }
 }
 
 /// D (B, H, T) = rowsum(dout ∘ out) per head: one warp per (b, t, h).
@@ -642,7 +674,7 @@ void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, in
              cudaStream_t stream) {
   constexpr std::size_t bytes = forward_smem<hs>::bytes;
   opt_in_shared(flash_attention_forward_kernel<hs>, bytes);
-  const dim3 grid(detail::flash_tile_count(T, block_q), B * H);
+  const dim3 grid(detail::flash_tile_count(T, forward_smem<hs>::rows), B * H);
   flash_attention_forward_kernel<hs><<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H, KV);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
