@@ -175,6 +175,14 @@ TEST(CudaFlashAttention, ShorterThanOneTile) {
   check_flash_attention(1, 17, 256, 2, 29);  // head size 128
 }
 
+// Head size 64 runs 128-row forward blocks (two row groups a warp): one row past a block, and a
+// block whose second half is partly past T.
+TEST(CudaFlashAttention, Head64AroundTheForwardBlock) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(1, 129, 128, 2, 30);
+  check_flash_attention(2, 193, 64, 1, 31);
+}
+
 // The training shape: GPT-2's head size 64 at T = 1024 (d12's 12 heads).
 TEST(CudaFlashAttention, Head64TrainingShape) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();

@@ -67,13 +67,14 @@ namespace flash {
 using tiles = detail::flash_tiles;
 inline constexpr int block_q = tiles::block_q;
 inline constexpr int block_k = tiles::block_k;
-inline constexpr int warps = block_q / 16;  // one warp per 16 query rows (or keys)
+inline constexpr int warps = block_q / 16;  // 4: a warp per 16 keys (backward), 16·groups rows
 inline constexpr int threads = warps * warp_size;
 static_assert(block_q == 64 && block_k == 64, "the warp partition below assumes 64×64 tiles");
 inline constexpr float log2e = float(detail::flash_log2e);
 inline constexpr float ln2 = float(detail::flash_ln2);
 
-// Q, then K and V in two stages each; tiles are block_q × hs bf16 without padding (swizzled).
+// Q (rows × hs: 128 rows at hs 64, 64 at hs 128), then K and V (block_k × hs) in two stages
+// each; bf16 without padding (swizzled).
 template <int hs>
 struct forward_smem {
   static constexpr int rows = detail::flash_mma::forward_block_rows(hs);  // query rows
