@@ -1,35 +1,35 @@
 // trainkit/model/cuda/flash_attention.cuh — trainkit's own causal flash attention, forward and
 // backward, without a T×T matrix.
 //
-// bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and
-// the saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is
-// tested against the naive attention; the twin's header comment states the algorithm. Reads q,
-// k, v straight from the QKV GEMM's (B, T, (H + 2·KV)·hs) output and writes (B, T, C), C = H·hs:
-// no permute kernels. Grouped-query attention (KV < H, detail/attention_heads.hpp): query head h
-// reads k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
+// bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and the
+// saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is tested
+// against the naive attention; the twin's header comment states the algorithm. Reads q, k, v
+// straight from the QKV GEMM's (B, T, (H + 2·KV)·hs) output and writes (B, T, C), C = H·hs: no
+// permute kernels. Grouped-query attention (KV < H, detail/attention_heads.hpp): query head h reads
+// k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
 //
 // Forward, in the manner of FlashAttention-2 (Dao 2023, §3.1): one block of 4 warps per (query
-// tile, batch·head); a warp owns 32 query rows at hs 64 (two m16 row groups, 128-row blocks: each
-// K and V fragment serves both) and 16 at hs 128 (where two groups would spill), and keeps
-// everything of each row group in registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight
-// m16n8 fp32 accumulators, the running max and sum of its two rows per lane (row statistics reduce
-// over the quad with two `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from
-// S's accumulators into the A fragments of P·V (an m16n8 accumulator pair is exactly one A
-// fragment: no shared memory round trip). Products are
-// `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline PTX); operands come from shared memory by
-// `ldmatrix` (`.trans` for V) out of unpadded tiles whose 16-byte chunks are XOR-swizzled, so
-// neither ldmatrix nor the copies meet bank conflicts. K and V tiles arrive by `cp.async` into two
-// stages: tile j+1 is in flight while tile j is multiplied; rows past T are zero-filled by the
-// copy. Only key tiles crossing a row group's first row are masked; tiles past the block's last
-// real query are never visited. The index arithmetic (swizzle, ldmatrix lane addresses, accumulator
-// rows and columns, rows per warp, the last key tile, the causal test) lives in
-// detail/flash_mma_layout.hpp, shared with a lane-level CPU emulation of this kernel
-// (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) = 48 KiB (hs 64, 128 query rows) /
-// 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB. Backward, in the same style: a
-// pre-pass computes D = rowsum(dout ∘ out); one block of 4 warps per (key tile, batch·KV head)
-// visits, for each query head of the group in turn, the query tiles that see its keys
-// (detail::flash_backward_visit), recomputing P from the saved log-sum-exp. Warp w owns keys
-// 16w..16w+15 and works transposed (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ), so Pᵀ and dSᵀ are register
+// tile, batch·head); a warp owns 32 query rows at hs 64 (two m16 row groups, 128-row blocks: each K
+// and V fragment serves both) and 16 at hs 128 (where two groups would spill), and keeps everything
+// of each row group in registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight m16n8 fp32
+// accumulators, the running max and sum of its two rows per lane (row statistics reduce over the
+// quad with two `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from S's
+// accumulators into the A fragments of P·V (an m16n8 accumulator pair is exactly one A fragment: no
+// shared memory round trip). Products are `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline
+// PTX); operands come from shared memory by `ldmatrix` (`.trans` for V) out of unpadded tiles whose
+// 16-byte chunks are XOR-swizzled, so neither ldmatrix nor the copies meet bank conflicts. K and V
+// tiles arrive by `cp.async` into two stages: tile j+1 is in flight while tile j is multiplied;
+// rows past T are zero-filled by the copy. Only key tiles crossing a row group's first row are
+// masked; tiles past the block's last real query are never visited. The index arithmetic (swizzle,
+// ldmatrix lane addresses, accumulator rows and columns, rows per warp, the last key tile, the
+// causal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU emulation of this
+// kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) = 48 KiB (hs 64, 128 query
+// rows) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
+//
+// Backward, in the same style: a pre-pass computes D = rowsum(dout ∘ out); one block of 4 warps per
+// (key tile, batch·KV head) visits, for each query head of the group in turn, the query tiles that
+// see its keys (detail::flash_backward_visit), recomputing P from the saved log-sum-exp. Warp w
+// owns keys 16w..16w+15 and works transposed (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ), so Pᵀ and dSᵀ are register
 // accumulators whose pairs are the A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q: S, P, dP, dS, dK and
 // dV never touch shared memory, and dK, dV sum over the group in fp32 and are written once, without
 // atomics. dQ = dS·K takes dSᵀ through one small swizzled bf16 tile (ldmatrix .trans) and is added
