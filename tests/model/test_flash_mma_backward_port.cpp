@@ -148,6 +148,8 @@ TEST(FlashMmaBackwardPort, MatchesTheFp64TwinAtRaggedTAndHead128) {
 TEST(FlashMmaBackwardPort, MatchesTheFp64TwinWithGroupedQueries) {
   check_against_fp64_twin({1, 1024, 256, 4, 2}, 61);  // hs 64, groups of 2, T = 1024
   check_against_fp64_twin({2, 67, 384, 6, 2}, 62);    // groups of 3, ragged T
+  check_against_fp64_twin({1, 1000, 384, 6, 2}, 66);  // hs 64, groups of 3, T = 1000
+  check_against_fp64_twin({1, 1024, 512, 4, 2}, 67);  // hs 128, groups of 2, T = 1024
   check_against_fp64_twin({1, 1000, 512, 4, 2}, 63);  // hs 128, groups of 2, T = 1000
   check_against_fp64_twin({1, 17, 256, 4, 1}, 64);    // shorter than a tile, one KV head
   check_against_fp64_twin({1, 17, 512, 4, 1}, 65);    // hs 128, T = 17
@@ -159,6 +161,7 @@ TEST(FlashMmaBackwardPort, MatchesTheRoundingPortWithTheKernelsRoundings) {
   check_against_rounding_port({2, 17, 128, 2}, 73);
   check_against_rounding_port({1, 1000, 256, 4, 2}, 74);  // GQA
   check_against_rounding_port({1, 130, 384, 6, 3}, 75);
+  check_against_rounding_port({1, 1024, 512, 4, 1}, 76);  // hs 128, one KV head
 }
 
 // Bank of the 4-byte word holding bf16 element offset `e` of a tile (32 banks of 4 bytes).
