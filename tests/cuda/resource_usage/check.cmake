@@ -6,7 +6,8 @@
 # cmake -DNVCC=<nvcc> -DARCH=sm_90a -DINCLUDE_DIR=<include> -DSOURCE=<flash_kernels.cu>
 #       -DDOC=<docs/cuda.md> -DOUT=<object> -P check.cmake
 #
-# It compiles flash_kernels.cu with `--resource-usage`, with the table's shared-memory bytes as
+# It compiles flash_kernels.cu with `--resource-usage` and the Release flags of the CUDA targets
+# (-O3 -DNDEBUG, --expt-relaxed-constexpr --extended-lambda), with the table's shared-memory bytes as
 # -D definitions (the source static_asserts the kernels' layouts against them), reads ptxas'
 # registers and spill stores per kernel, and computes blocks per SM the way Hopper allocates:
 # registers per warp rounded up to 256 of a 65536 file, shared memory plus 1 KiB reserved per
@@ -66,7 +67,8 @@ execute_process(COMMAND "${NVCC}" --version OUTPUT_VARIABLE version)
 string(REGEX MATCH "release ([0-9]+\\.[0-9]+)" _ "${version}")
 set(release "${CMAKE_MATCH_1}")
 execute_process(
-  COMMAND "${NVCC}" -std=c++20 -arch=${ARCH} --expt-relaxed-constexpr -I "${INCLUDE_DIR}"
+  COMMAND "${NVCC}" -O3 -DNDEBUG -std=c++20 -arch=${ARCH} --expt-relaxed-constexpr --extended-lambda
+          -I "${INCLUDE_DIR}"
           --resource-usage -DTRAINKIT_SMEM_FORWARD_64=${smem_forward_64_}
           -DTRAINKIT_SMEM_FORWARD_128=${smem_forward_128_}
           -DTRAINKIT_SMEM_BACKWARD_64=${smem_backward_64_}
