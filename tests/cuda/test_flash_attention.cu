@@ -232,6 +232,11 @@ TEST(CudaFlashAttention, RejectsHeadSizesNotBuilt) {
   // KV must divide H.
   EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 256, 4, 3, 0),
                trainkit::config_error);
+  // The backward adds dQ in float pairs: its accumulator must be 8-byte aligned.
+  float* misaligned = reinterpret_cast<float*>(std::uintptr_t(4));
+  EXPECT_THROW(k::flash_attention_backward(nullptr, nullptr, misaligned, nullptr, nullptr, nullptr,
+                                           nullptr, 1, 8, 128, 2, 2, 0),
+               trainkit::config_error);
 }
 
 }  // namespace

@@ -725,6 +725,8 @@ inline void flash_attention_backward(bf16_t* dqkv, float* delta, float* dq_accum
   flash::can_implement(qkv, dout, B, T, C, H, KV);
   require(aligned_to(dqkv, 16) && aligned_to(out, 16), "flash_attention",
           "dqkv and out must be 16-byte aligned");
+  require(aligned_to(dq_accum, 8), "flash_attention",
+          "dq_accum must be 8-byte aligned (the backward adds float pairs atomically)");
   if (C / H == 64)
     flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
   else
