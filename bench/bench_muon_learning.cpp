@@ -252,7 +252,7 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
 // --suite variants: the published Muon against its variants together and each left out.
 int run_variants(const options& o) {
   tk::optim::muon_config base;
-  base.schedule_max_lr = o.adamw_lr;
+  base.lr_ratio = double(0.02f) / double(o.adamw_lr);  // Muon's 0.02 at the schedule's peak
   tk::optim::muon_config all = base;
   all.orthogonalizer = tk::optim::muon_orthogonalizer::polar_express;
   all.normuon = true;
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
     for (const curve& c : curves)
       if (min_val(c) < min_val(*best_adamw)) best_adamw = &c;
     tk::optim::muon_config muon;
-    muon.schedule_max_lr = best_adamw->lr;
+    muon.lr_ratio = double(0.02f) / double(best_adamw->lr);  // Muon's 0.02 at the schedule peak
     curves.push_back(
         o.arch == "gpt2"
             ? train<tk::model::gpt2_cpu, tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon)

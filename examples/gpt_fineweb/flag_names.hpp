@@ -66,14 +66,14 @@ inline constexpr std::array<field_flag, 30> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 14> family_field_flags{{
+inline constexpr std::array<field_flag, 13> family_field_flags{{
     // llama_config (model/llama_config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
     {"llama_config.qk_norm", "--qk-norm"},
     // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
     // adamw_config above, checked there first)
-    {"muon_config.lr", "--muon-lr"},
+    {"muon_config.lr_ratio", "--muon-lr"},                            // --muon-lr / --lr
     {"muon_config.momentum_warmup_steps", "--muon-momentum-warmup"},  // before their prefix
     {"muon_config.momentum_warmup_start", "--muon-momentum-start"},
     {"muon_config.momentum", "--muon-momentum"},
@@ -83,7 +83,6 @@ inline constexpr std::array<field_flag, 14> family_field_flags{{
     {"muon_config.normuon", "--muon-normuon"},
     {"muon_config.cautious_weight_decay", "--muon-cautious-wd"},
     {"muon_config.weight_decay", "--muon-weight-decay"},
-    {"muon_config.schedule_max_lr", "--lr"},
 }};
 
 /// `message` with every occurrence of `field` replaced by `flag`.

@@ -109,8 +109,8 @@ TEST(FlagNames, MuonFieldsAreTheirFlags) {
       c.validate();
     };
   };
-  expect_flag_named(muon([](tk::optim::muon_config& c) { c.lr = -1; }), "muon_config.lr",
-                    "--muon-lr must be finite and > 0");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.lr_ratio = -1; }),
+                    "muon_config.lr_ratio", "--muon-lr must be finite and > 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.momentum = 1; }), "muon_config.momentum",
                     "--muon-momentum must be in [0,1)");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.ns_steps = 0; }), "muon_config.ns_steps",
@@ -130,8 +130,6 @@ TEST(FlagNames, MuonFieldsAreTheirFlags) {
                     "muon_config.momentum_warmup_steps", "--muon-momentum-warmup must be >= 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.weight_decay = -1; }),
                     "muon_config.weight_decay", "--muon-weight-decay must be finite and >= 0");
-  expect_flag_named(muon([](tk::optim::muon_config& c) { c.schedule_max_lr = 0; }),
-                    "muon_config.schedule_max_lr", "--lr must be finite and > 0");
 }
 
 // The trainer's one check (trainer/config.hpp) names fields by their full path; every problem of

@@ -105,7 +105,7 @@ TEST(MuonCuda, ThreeUpdatesMatchTheHostTwin) {
   to::muon_config config;
   config.weight_decay = 0.1f;  // exercise the decoupled decay of both halves
   config.adamw.weight_decay = 0.1f;
-  config.schedule_max_lr = 1e-3f;
+  config.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
   expect_three_updates_match_the_twin(config);
 }
 
@@ -117,7 +117,7 @@ TEST(MuonCuda, VariantsMatchTheHostTwin) {
   to::muon_config config;
   config.weight_decay = 0.1f;
   config.adamw.weight_decay = 0.1f;
-  config.schedule_max_lr = 1e-3f;
+  config.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
   config.orthogonalizer = to::muon_orthogonalizer::polar_express;
   config.normuon = true;
   config.cautious_weight_decay = true;

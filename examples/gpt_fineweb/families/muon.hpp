@@ -48,7 +48,7 @@ struct muon_family {
   using config_type = trainkit::optim::muon_config;
 
   struct flags {
-    double lr = double(config_type{}.lr);              // --muon-lr
+    double lr = double(0.02f);  // --muon-lr: the published Muon's peak (lr_ratio·--lr)
     double momentum = double(config_type{}.momentum);  // --muon-momentum
     int ns_steps = config_type{}.ns_steps;             // --muon-ns-steps
     std::string orthogonalizer{
@@ -111,7 +111,6 @@ struct muon_family {
           ": --optimizer muon has no ZeRO-1 form; its sharded form runs under --reducer mpi "
           "(sharded_muon_cpu) or --reducer nccl (sharded_muon_cuda)");
     config_type c;
-    c.lr = float(f.lr);
     c.momentum = float(f.momentum);
     c.ns_steps = f.ns_steps;
     const auto orthogonalizer = trainkit::optim::parse_muon_orthogonalizer(f.orthogonalizer);
@@ -128,7 +127,8 @@ struct muon_family {
     c.momentum_warmup_steps = f.momentum_warmup_steps;
     c.momentum_warmup_start = float(f.momentum_warmup_start);
     c.cautious_weight_decay = f.cautious_weight_decay;
-    c.schedule_max_lr = float(o.lr);  // the schedule's peak, so Muon's peak is c.lr
+    // Muon's peak (--muon-lr) over the schedule's (--lr): the one ratio muon_config keeps.
+    c.lr_ratio = double(float(f.lr)) / double(float(o.lr));
     c.adamw = adamw_family::config(o, {});
     c.validate();
     return c;
