@@ -340,9 +340,10 @@ class gpt2_cuda {
 
   // Token ids are checked on the device (the encoder's flags, reported after the step).
   void check_batch(const batch_view<device_memory>& b) const {
-    detail::check_gpt2_batch_shape(config_, b.batch_size, b.seq_len, "gpt2_cuda");
-    detail::check_gpt2_tokens_given(b.inputs, "input", "gpt2_cuda");
-    detail::check_gpt2_tokens_given(b.targets, "target", "gpt2_cuda");
+    detail::check_batch_shape(b.batch_size, b.seq_len, config_.max_seq_len, "gpt2_cuda",
+                              "gpt2_config");
+    detail::check_tokens_given(b.inputs, "input", "gpt2_cuda");
+    detail::check_tokens_given(b.targets, "target", "gpt2_cuda");
   }
 
   void upload_parameters(std::span<const float> in) {
