@@ -171,6 +171,11 @@ class gpt2_cpu_block {
   using buffer = detail::aligned_vector<Scalar>;  // 64-byte aligned: see aligned_vector.hpp
   using enum gpt2_tensor;
 
+  // Layer l's input: the embeddings for l = 0, else layer l-1's output (l = L: the last output).
+  const Scalar* input_of(int l, std::size_t NC) const noexcept {
+    return l == 0 ? act_.encoded.data() : act_.res3.data() + (l - 1) * NC;
+  }
+
   // Forward activations for one batch shape; per-layer ones are stacked (L, ...).
   struct activations {
     buffer encoded;                  // (B, T, C)
@@ -195,11 +200,6 @@ class gpt2_cpu_block {
     buffer att;       // (B, H, T, T) scratch for the softmax backward
   };
 
-  // Layer l's input: the embeddings for l = 0, else layer l-1's output (l = L: the last output).
-  const Scalar* input_of(int l, std::size_t NC) const noexcept {
-    return l == 0 ? act_.encoded.data() : act_.res3.data() + (l - 1) * NC;
-  }
-
   gpt2_config config_;
   activations act_;
   activation_grads dact_;
@@ -213,10 +213,10 @@ class basic_gpt2_cpu : public transformer_cpu<gpt2_cpu_block<Scalar>> {
   using transformer_cpu<gpt2_cpu_block<Scalar>>::transformer_cpu;
 };
 
-using gpt2_cpu = basic_gpt2_cpu<float>;
-
 static_assert(model<basic_gpt2_cpu<float>>, "gpt2_cpu must satisfy trainkit::model::model");
 static_assert(model<basic_gpt2_cpu<double>>,
               "gpt2_cpu<double> must satisfy trainkit::model::model");
+
+using gpt2_cpu = basic_gpt2_cpu<float>;
 
 }  // namespace trainkit::model

@@ -207,9 +207,8 @@ void save_hf_gpt2(const std::filesystem::path& dir, const basic_gpt2_cpu<Scalar>
 /// A CPU model with the shape and weights of the Hugging Face GPT-2 folder `dir`.
 template <class Scalar = float>
 basic_gpt2_cpu<Scalar> load_hf_gpt2_cpu(const std::filesystem::path& dir) {
-  basic_gpt2_cpu<Scalar> model(read_hf_gpt2_config(dir), zero_parameters);
-  read_hf_gpt2_parameters(dir, model.config(), model.parameters());
-  return model;
+  return load_hf_model<basic_gpt2_cpu<Scalar>>(dir, read_hf_gpt2_config,
+                                               read_hf_gpt2_parameters<Scalar>);
 }
 
 }  // namespace trainkit::model

@@ -218,19 +218,18 @@ void read_hf_llama_parameters(const std::filesystem::path& dir, const llama_conf
   }
 }
 
+/// A CPU model with the shape and weights of the Hugging Face Llama folder `dir`.
+template <class Scalar = float>
+basic_llama_cpu<Scalar> load_hf_llama_cpu(const std::filesystem::path& dir) {
+  return load_hf_model<basic_llama_cpu<Scalar>>(dir, read_hf_llama_config,
+                                                read_hf_llama_parameters<Scalar>);
+}
+
 /// Exports `model` as a Hugging Face folder (throws as write_hf_llama).
 template <class Scalar>
 void save_hf_llama(const std::filesystem::path& dir, const basic_llama_cpu<Scalar>& model,
                    const hf_export_options& options = {}) {
   write_hf_llama(dir, model.config(), model.parameters(), options);
-}
-
-/// A CPU model with the shape and weights of the Hugging Face Llama folder `dir`.
-template <class Scalar = float>
-basic_llama_cpu<Scalar> load_hf_llama_cpu(const std::filesystem::path& dir) {
-  basic_llama_cpu<Scalar> model(read_hf_llama_config(dir), zero_parameters);
-  read_hf_llama_parameters(dir, model.config(), model.parameters());
-  return model;
 }
 
 }  // namespace trainkit::model

@@ -23,6 +23,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/io/safetensors_read.hpp"
 #include "trainkit/io/safetensors_write.hpp"
+#include "trainkit/model/zero_parameters.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
 namespace trainkit::model {
@@ -249,6 +250,16 @@ bool hf_head_matches(io::safetensors_file& file, std::span<const Scalar> params,
   for (std::size_t i = 0; tied && i < wte_elems; ++i)
     tied = float(params[wte_offset + i]) == head[i];
   return tied;
+}
+
+/// A model of the shape and weights of the Hugging Face folder `dir`: `read_config(dir)` gives the
+/// shape, `read_parameters(dir, cfg, params)` the weights (a family's pair).
+template <class Model, class ReadConfig, class ReadParameters>
+Model load_hf_model(const std::filesystem::path& dir, ReadConfig&& read_config,
+                    ReadParameters&& read_parameters) {
+  Model model(read_config(dir), zero_parameters);
+  read_parameters(dir, model.config(), model.parameters());
+  return model;
 }
 
 }  // namespace trainkit::model
