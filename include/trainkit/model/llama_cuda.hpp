@@ -132,6 +132,7 @@ class llama_cuda {
     grads_ = trainkit::cuda::device_buffer<trainkit::bf16>(params.size());
     check_buckets_tile(buckets_, params.size(), "llama_cuda");
     loss_sums_ = trainkit::cuda::device_buffer<double>(2);  // [0] the step's, [1] forward()'s
+    flags_ = trainkit::cuda::device_buffer<int>(2);
     host_step_ = trainkit::cuda::pinned_buffer<double>(2);  // {Σ micro-step means, flags}
     upload_rope_table();
     upload_parameters(params);
@@ -396,8 +397,9 @@ class llama_cuda {
     return reinterpret_cast<T*>(const_cast<std::byte*>(arena_.data()) + s.offset);
   }
   float* losses() const noexcept { return slot<float>(plan_.losses); }
-  // Flags after the N losses: [0] bad input token, [1] bad target.
-  int* flags() const noexcept { return reinterpret_cast<int*>(losses() + step_rows_); }
+  // The step's bad-token flags: [0] input, [1] target. Their own buffer, not the arena: reserve()
+  // may grow (reallocate) the arena in a later micro-step, which lost the earlier ones' flags.
+  int* flags() const noexcept { return const_cast<int*>(flags_.data()); }
   bf16_t* param(llama_tensor id) noexcept {
     return kernels::as_device_bf16(params_.data() + offsets_[std::size_t(id)]);
   }
@@ -658,6 +660,7 @@ class llama_cuda {
   int last_rows_ = 0;  // rows of the last forward's logits
   kernels::device_token_buckets token_buckets_;
   trainkit::cuda::device_buffer<double> loss_sums_;  // (2,) Σ micro-step mean losses; forward()'s
+  trainkit::cuda::device_buffer<int> flags_;         // (2,) see flags()
   trainkit::cuda::pinned_buffer<double> host_step_;  // (2,) the step's sum, its bad-token flags
   int step_count_ = 1;
   cudaStream_t work_ = nullptr;  // see stream_scope
