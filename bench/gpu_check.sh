@@ -410,16 +410,16 @@ na() {  # na NAME WHY: a part this build or machine cannot run; counted neither 
 # 1. core, then the NCCL tests early and on their own (one GPU, nccl_communicator::single(): no
 #    MPI), so a hang or fault there is named and cannot hide the rest.
 step test_cuda_core "$lim_core" gtest "$bin/test_cuda_core" --gtest_color=no
-step "test_cuda_training nccl (*Nccl*)" "$lim_nccl" gtest "$bin/test_cuda_training" --gtest_color=no \
-  --gtest_filter='*Nccl*'
+attn=naive step "test_cuda_training nccl (*Nccl*)" "$lim_nccl" gtest "$bin/test_cuda_training" \
+  --gtest_color=no --gtest_filter='*Nccl*'
 # Both NCCL reducers with a pre-multiplied sum (x2): over one GPU a real reduction kernel runs.
 if [[ -x $bin/test_nccl_premul ]]; then
-  step test_nccl_premul "$lim_premul" gtest "$bin/test_nccl_premul" --gtest_color=no
+  attn=naive step test_nccl_premul "$lim_premul" gtest "$bin/test_nccl_premul" --gtest_color=no
 fi
 # Sharded Muon over NCCL on one GPU, without its 2-rank test (it needs 2 GPUs and mpiexec, and
 # skips on one: a skip is a failure here, so it is left out by name and a row says why).
 if [[ -x $bin/test_sharded_muon_cuda ]]; then
-  step "test_sharded_muon_cuda (one rank)" "$lim_shmuon" gtest "$bin/test_sharded_muon_cuda" --gtest_color=no \
+  attn=naive step "test_sharded_muon_cuda (one rank)" "$lim_shmuon" gtest "$bin/test_sharded_muon_cuda" --gtest_color=no \
     --gtest_filter='-ShardedMuonCuda.RanksGatherEveryMatrixAndKeepTheirShareOnly'
   na "test_sharded_muon_cuda RanksGatherEveryMatrixAndKeepTheirShareOnly" "needs 2 GPUs and mpiexec -n 2"
 fi
@@ -440,8 +440,10 @@ for t in "${kernel_tests[@]}"; do
       continue
     fi
     ((left > 20)) && left=20
-    CUDA_LAUNCH_BLOCKING=1 step "${t#test_}/$name" "$left" gtest "$bin/$t" --gtest_color=no \
-      --gtest_filter="$name"
+    engine=""
+    [[ $name == *Attention* ]] && engine=naive  # the kernel tests' attention is the naive one
+    CUDA_LAUNCH_BLOCKING=1 attn=$engine step "${t#test_}/$name" "$left" gtest "$bin/$t" \
+      --gtest_color=no --gtest_filter="$name"
   done
 done
 # trainkit's flash attention against the naive CPU attention (one process, faults named).

@@ -146,8 +146,8 @@ def all_ok(root, cudnn):
         detail = rows.get(name, ("", ""))[1]
         check(f"attention={engine}" in detail, f"{tag}: {name} says '{detail}', not {engine}")
     for name in rows:
-        if rows[name][0] != "na" and (name.startswith("fineweb_") or "flash" in name or
-                                      "attention" in name):
+        if rows[name][0] != "na" and (name.startswith("fineweb_") or "flash" in name.lower() or
+                                      "attention" in name.lower()):
             check("attention=" in rows[name][1], f"{tag}: {name} names no attention engine")
     # The attention table: trainkit's flash beside SDPA at hs 128, goals beside the figures.
     check(re.search(r"^hs128 B=8 T=1024 hs=128 +310/210 .* 310/210 ", summary, re.M),
