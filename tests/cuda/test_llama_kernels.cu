@@ -1,4 +1,4 @@
-// GPU tests of the Llama family's CUDA kernels (model/cuda/llama_kernels.cuh) against their CPU
+// GPU tests of the Llama family's CUDA kernels (model/llama/cuda_kernels.cuh) against their CPU
 // twins (detail/llama_cuda_twins.hpp, themselves held to llama_cpu's fp32 kernels by
 // tests/model/test_llama_cuda_twins.cpp), on random bf16-representable inputs, outputs poisoned
 // (NaN) first, at the d12 shape (B·T = 2·1024 rows, C = 768, H = 12, KV = 6, hs = 64, F = 2048)
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "gpu_test_support.cuh"
-#include "trainkit/model/cuda/llama_cuda_memory.hpp"
-#include "trainkit/model/cuda/llama_kernels.cuh"
+#include "trainkit/model/llama/cuda_kernels.cuh"
+#include "trainkit/model/llama/cuda_memory.hpp"
 #include "trainkit/model/detail/llama_cuda_twins.hpp"
 
 namespace {
@@ -120,7 +120,7 @@ TEST(CudaLlamaKernels, RmsnormBackwardDeterministic) {
     }
 }
 
-// No device needed: the arena's scratch for the RMSNorm backward (llama_cuda_memory.hpp, host-only)
+// No device needed: the arena's scratch for the RMSNorm backward (llama/cuda_memory.hpp, host-only)
 // is what the kernel needs (rmsnorm.cuh), whatever the rows and width.
 TEST(CudaLlamaKernels, ArenaRmsnormScratchIsWhatTheKernelNeeds) {
   for (const std::size_t N :
