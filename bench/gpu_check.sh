@@ -376,8 +376,8 @@ num() {  # num LINE KEY: the value of KEY=... in a result line, "-" when absent
 # (its share was 25 s, below the 30 s it needs) and SDPA beside the attention benchmark by taking
 # a few seconds from every other row.
 lim_core=10 lim_nccl=15 lim_premul=8 lim_shmuon=8 lim_kernels=32 lim_flash=16 lim_cudnn=8
-lim_prefetch=6 lim_stager=6 lim_gpt2=20 lim_golden=8 lim_llama=12 lim_muon_ns=4 lim_muon=8
-lim_training=16 lim_link=4 lim_bench=30 lim_graph=12 lim_llama_bench=16 lim_torch=55
+lim_prefetch=6 lim_stager=6 lim_gpt2=20 lim_golden=8 lim_llama=15 lim_muon_ns=4 lim_muon=8
+lim_training=16 lim_link=3 lim_bench=30 lim_graph=10 lim_llama_bench=16 lim_torch=55
 lim_llama_torch=18 lim_profile=5 lim_attn=18 lim_sanitize=48 lim_fineweb=37
 # PyTorch's GPT-2: d12 first (at most torch_d12 s), then d48 when at least torch_d48_min s remain:
 # the share holds both (the earlier 25 s share could never start d48).

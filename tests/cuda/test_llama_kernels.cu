@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "gpu_test_support.cuh"
+#include "trainkit/model/detail/llama_cuda_twins.hpp"
 #include "trainkit/model/llama/cuda_kernels.cuh"
 #include "trainkit/model/llama/cuda_memory.hpp"
-#include "trainkit/model/detail/llama_cuda_twins.hpp"
 
 namespace {
 
