@@ -423,12 +423,15 @@ if [[ -x $bin/test_sharded_muon_cuda ]]; then
     --gtest_filter='-ShardedMuonCuda.RanksGatherEveryMatrixAndKeepTheirShareOnly'
   na "test_sharded_muon_cuda RanksGatherEveryMatrixAndKeepTheirShareOnly" "needs 2 GPUs and mpiexec -n 2"
 fi
-# 2. kernel tests: one process per test, faults named. Listing the tests is bounded too (a binary
-#    that hangs or faults at start must cost seconds, not the call).
+# 2. kernel tests: one process per test, faults named. Listing the tests is bounded too (5 s: a
+#    binary that hangs or faults at start must cost seconds, not the call, and not the share of
+#    the other binaries' tests).
 kernels_end=$((SECONDS + lim_kernels))
 for t in "${kernel_tests[@]}"; do
-  names=$(timeout --kill-after=2 10 "$bin/$t" --gtest_list_tests 2>/dev/null </dev/null |
+  listed_at=$SECONDS
+  names=$(timeout --kill-after=2 5 "$bin/$t" --gtest_list_tests 2>/dev/null </dev/null |
     awk '/^[^ ]/ {s=$1} /^  / {print s $1}')
+  kernels_end=$((kernels_end + SECONDS - listed_at))  # a listing that hangs costs no test its share
   if [[ -z $names ]]; then  # the binary cannot even list its tests (a missing library): say so
     step "$t (could not list its tests)" 10 gtest "$bin/$t" --gtest_color=no
     continue
@@ -511,9 +514,11 @@ while read -r line; do
     continue
   fi
   [[ $model == d12 ]] && ((left > torch_d12)) && left=$torch_d12
+  steps=10 warmup=3
+  [[ $model == d12 ]] || steps=5 warmup=2  # d48: long steps after a per-block compile
   attn=sdpa-flash step "torch_reference $model B=$B T=$T" "$left" '^result impl=torch' \
     env LD_LIBRARY_PATH="$host_ld" python3 "$torch_script" --model "$model" --batch "$B" --seq "$T" \
-    --accum "$accum" --steps 10 --warmup 3
+    --accum "$accum" --steps "$steps" --warmup "$warmup"
   torch_lines+=$(grep '^result impl=torch' <<<"$last_output")$'\n'
 done <<<"$torch_shapes"
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env -S python3 -S
 """tests/bench/gpu_check_stub.py — every program bench/gpu_check.sh runs, as a CPU stub.
 
 One file, linked under each name the script calls (the GPU test binaries, the benchmarks,
