@@ -38,6 +38,7 @@
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
+#include "trainkit/optim/cuda/grad_clip.cuh"
 
 namespace tk = trainkit;
 namespace k = trainkit::model::kernels;
