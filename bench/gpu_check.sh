@@ -551,7 +551,7 @@ attn_out=$(grep -E '^attn-result |TFLOP' <<<"$last_output")
 #    whole llama_cuda d2 step with GQA flash), and five GPT-2 kernels; if the machine has it. A
 #    sanitizer the sandbox refuses says "refused".
 sanitizer=${GPU_CHECK_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)}
-flash_small='CudaFlashAttention.Head64OddT:CudaFlashAttention.Head128PastTheTile:CudaFlashAttention.ShorterThanOneTile'
+flash_small='CudaFlashAttention.Head64OddT:CudaFlashAttention.Head128PastTheTile:CudaFlashAttention.ShorterThanOneTile:CudaFlashAttention.Head64AroundTheForwardBlock'
 if [[ -n $sanitizer ]]; then
   sanitize_end=$((SECONDS + lim_sanitize))
   sanitize() {  # sanitize TOOL NAME ENGINE BINARY FILTER: one row, a share of the group's limit
@@ -562,11 +562,11 @@ if [[ -n $sanitizer ]]; then
     attn=$3 step "$2" "$left" sanitizer "$sanitizer" --tool "$1" --error-exitcode 1 "$bin/$4" \
       --gtest_color=no --gtest_filter="$5"
   }
-  sanitize 7 memcheck "memcheck flash forward+backward (hs64, hs128; T=17,67,129)" flash \
+  sanitize 7 memcheck "memcheck flash forward+backward (hs64, hs128; T=17..193)" flash \
     test_cuda_flash_attention "$flash_small"
-  sanitize 6 racecheck "racecheck flash forward+backward (hs64, hs128; T=17,67,129)" flash \
+  sanitize 6 racecheck "racecheck flash forward+backward (hs64, hs128; T=17..193)" flash \
     test_cuda_flash_attention "$flash_small"
-  sanitize 5 synccheck "synccheck flash forward+backward (hs64, hs128; T=17,67,129)" flash \
+  sanitize 5 synccheck "synccheck flash forward+backward (hs64, hs128; T=17..193)" flash \
     test_cuda_flash_attention "$flash_small"
   sanitize 4 memcheck "memcheck llama kernels (rmsnorm, rope, qk-norm, swiglu, relu2)" "" \
     test_cuda_llama_kernels '*'
