@@ -27,7 +27,9 @@
 #   JOBS (build parallelism, 1 by default), GPU_CHECK_ONLY (an extended regex: only the steps whose
 #   names match run, the others say NOT-RUN "not selected"; for a second call), GPU_CHECK_CARRY
 #   (the carried folder, build-gpu by default) and GPU_CHECK_STEP_CAP (S: no step runs longer)
-#   for the script's own CPU test, tests/bench/test_gpu_check.py, which runs it over stubs.
+#   for the script's own CPU test, tests/bench/test_gpu_check.py, which runs it over stubs;
+#   GPU_CHECK_SANITIZER (the compute-sanitizer to use; else the one on PATH or in
+#   /usr/local/cuda/bin).
 #
 # Reliability rules (an earlier version could lose a whole call):
 #  - the whole run is budgeted to GPU_CHECK_BUDGET seconds (420; call with timeout_s=450), each
