@@ -37,7 +37,8 @@ struct llama_cuda_arena_plan {
       res3,            // (L, N, C) residual after the MLP
       lnf, lnf_rstd,   // (N, C), (N) fp32
       logits,          // (N, Vp), dlogits in place
-      losses;          // (N + 4) fp32: losses (+ 4: once the flags, now their own buffer)
+      losses;          // (N + 4) fp32: the losses (the 4 after them unused: llama_cuda keeps its
+                       // bad-token flags in their own buffer, which a growing arena cannot lose)
   // Scratch.
   arena_slot proj,          // (N, C) projection outputs before the fused residual add
       dres, dln, datty,     // (N, C) each
@@ -54,8 +55,8 @@ struct llama_cuda_arena_plan {
 };
 
 /// fp32 scratch of rmsnorm_backward for N rows of width C: one C-vector per 32-row chunk
-/// (model/cuda/rmsnorm.cuh's rmsnorm_partial_floats, restated here for the host; the model
-/// static_asserts they agree).
+/// (model/cuda/rmsnorm.cuh's rmsnorm_partial_floats, restated here for the host, where no CUDA
+/// header is included; tests/cuda/test_llama_kernels.cu checks that they agree).
 inline std::size_t llama_rmsnorm_partial_floats(std::size_t N, int C) {
   return (N + 31) / 32 * std::size_t(C);
 }
