@@ -83,7 +83,7 @@ TEST(LogLines, OneRanksLinesAreReadAndRepeatsCountOnce) {
               ",000 - root - INFO - step: " + std::to_string(step) +
               "  loss: 12.0  tps: " + std::to_string(1000 + r) + "\n";
   const auto b = parse(bare);
-  EXPECT_EQ(b.repeats, 6u);
+  EXPECT_EQ(b.repeats, 9u);  // three copies of each of the three steps
   ASSERT_EQ(b.steps.size(), 2u);
   EXPECT_DOUBLE_EQ(b.steps[1].m.dt_ms, 2000.0);
 }
@@ -128,6 +128,17 @@ TEST(LogLines, LlmcGenerations) {
       "step    2/10: train loss 4.082573 (80.001000 ms, 51200 tok/s)\n");
   ASSERT_EQ(april.steps.size(), 2u);
   EXPECT_DOUBLE_EQ(april.steps[1].log_tok_per_s, 2 * 51200.0) << "made all processes'";
+  // The start of a multi-GPU run (karpathy/llm.c discussion #677, GPT-2 1.5B on 8 x H100).
+  const auto multi = parse(
+      "num_parameters: 1557686400 => bytes: 3115372800\n"
+      "batch_size B=16 * seq_len T=1024 * num_processes=8 and total_batch_size=1048576\n"
+      "step    2/32000 | loss 10.539388 (+nanz)| norm 43.5996 (+nanz)| lr 1.71e-06 | 2747.19 ms "
+      "| 47.4% bf16 MFU | 381690 tok/s\n");
+  EXPECT_EQ(multi.facts.devices, 8);
+  EXPECT_EQ(multi.facts.tokens_per_step, 1048576u);
+  EXPECT_EQ(multi.facts.seq, 1024);
+  EXPECT_EQ(multi.facts.parameters, 1557686400u);
+  EXPECT_EQ(multi.skipped, 0u);
   // The end-of-run block: HellaSwag, checkpoint, the average.
   const auto end = parse(
       "step   61/74 | loss 3.208939 (+nanz)| norm 1.4800 (+nanz)| lr 3.00e-04 | 44.57 ms | "
@@ -239,7 +250,7 @@ TEST(DeviceTable, ForgivingNames) {
   EXPECT_EQ(bf16("NVIDIA A10G"), 70.0);
   EXPECT_EQ(bf16("NVIDIA GeForce RTX 3090"), 71.0);
   EXPECT_EQ(bf16("rtx4090"), 165.2);
-  EXPECT_EQ(bf16("NVIDIA GeForce RTX 5090"), 209.5);
+  EXPECT_EQ(bf16("NVIDIA GeForce RTX 5090"), 419.0);
   EXPECT_EQ(bf16("Tesla V100-SXM2-32GB"), 125.0);
   EXPECT_EQ(bf16("AMD Instinct MI250X"), 383.0);
   EXPECT_EQ(bf16("AMD Instinct MI300X"), 1307.4);

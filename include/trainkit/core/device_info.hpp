@@ -59,7 +59,9 @@ inline constexpr std::array<device_peak, 33> device_peak_table{{
     {"l4", 121.0, 30.3, "L4"},
     {"rtx 3090", 71.0, 35.6, "RTX 3090"},
     {"rtx 4090", 165.2, 82.6, "RTX 4090"},
-    {"rtx 5090", 209.5, 104.8, "RTX 5090"},
+    // The 5090's dense fp16/bf16 figure: llm.c measured 171 TFLOP/s of model FLOPs on one
+    // (sm120, d12), which rules out a half-rate 209.5 for fp32 accumulation.
+    {"rtx 5090", 419.0, 104.8, "RTX 5090"},
     {"v100s", 130.0, 16.4, "V100S"},
     {"v100 pcie", 112.0, 14.0, "V100 PCIe"},
     {"v100", 125.0, 15.7, "V100"},  // fp16 tensor cores; the V100 has no bf16

@@ -22,7 +22,9 @@
 //   printf0("step %4d/%d: train loss %f (%f ms, %d tok/s)\n", ...)
 // (tok/s of one process), and the CPU trainer train_gpt2.c prints
 //   printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, ms);
-// The end of a run adds "total average iteration time: %f ms" and, with -h 1,
+// The start prints "batch_size B=%d * seq_len T=%d * num_processes=%d and total_batch_size=%d"
+// and "num_parameters: %zu => bytes: %zu" (read like the table's rows). The end of a run adds
+// "total average iteration time: %f ms" and, with -h 1,
 // "HellaSwag: %d/%d = %f" after each evaluation (an evaluation event, untimed like val loss).
 #pragma once
 
@@ -139,6 +141,29 @@ inline run_log parse_llmc_log(const detail::normalised_log& log, const std::stri
       }
       ++run.skipped;
       continue;
+    }
+    sc = {line};
+    // printf0("batch_size B=%d * seq_len T=%d * num_processes=%d and total_batch_size=%d\n")
+    if (sc.lit("batch_size B=")) {
+      const auto b = sc.whole();
+      std::optional<std::uint64_t> t, procs, total;
+      if (b && sc.lit("*") && sc.lit("seq_len T=") && (t = sc.whole()) && sc.lit("*") &&
+          sc.lit("num_processes=") && (procs = sc.whole()) && sc.lit("and total_batch_size=") &&
+          (total = sc.whole()) && *t >= 1 && *t < 1u << 30 && *procs >= 1 && *procs < 1u << 20 &&
+          *total >= 1) {
+        run.facts.seq = int(*t);
+        run.facts.devices = int(*procs);
+        run.facts.devices_from = "llm.c's num_processes";
+        run.facts.tokens_per_step = *total;
+        continue;
+      }
+    }
+    sc = {line};
+    if (sc.lit("num_parameters:")) {  // printf0("num_parameters: %zu => bytes: %zu\n", ...)
+      if (const auto n = sc.whole(); n && *n > 0 && sc.lit("=>")) {
+        run.facts.parameters = *n;
+        continue;
+      }
     }
     sc = {line};
     if (sc.lit("total average iteration time:")) {

@@ -148,6 +148,8 @@ inline run_log parse_trainkit_metrics(std::istream& in, const std::string& sourc
     if (std::isfinite(fpt) && fpt > 0) run.facts.flops_per_token = fpt;
     if (std::isfinite(peak) && peak > 0) run.facts.peak_tflops = peak;
     run.facts.mfu_all_devices = true;
+    if (run.facts.devices > 1)  // the lines' mfu counts every rank against one device's peak
+      for (auto& st : run.steps) st.log_mfu /= run.facts.devices;
   }
   return run;
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainkit/core/device_info.hpp"
@@ -174,6 +175,16 @@ inline std::string thousands(double v) {
 
 namespace detail {
 
+/// `text` with the summary's "MFU unknown (device not in the peak table ...)" replaced: a refused
+/// analysis knows the device; it states no MFU because the inputs do not add up.
+inline std::string unstated_mfu(std::string text) {
+  constexpr std::string_view unknown =
+      "MFU unknown (device not in the peak table; give its peak: summary_context.peak_tflops)";
+  if (const auto at = text.find(unknown); at != std::string::npos)
+    text.replace(at, unknown.size(), "MFU not stated: the inputs do not add up (see the verdict)");
+  return text;
+}
+
 /// What a refused analysis says: the MFU the inputs imply, and for each input the value that
 /// would bring it to 100% at most (a real run sits well below), the assumed ones first.
 inline std::string refusal_text(const run_analysis& a, const log_report_config& cfg) {
@@ -211,8 +222,7 @@ inline std::string refusal_text(const run_analysis& a, const log_report_config& 
   } else {
     fixes = {dev, tok, model, peak};
   }
-  for (std::size_t i = 0; i < fixes.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == fixes.size() ? "; or " : "; or ") + fixes[i];
+  for (std::size_t i = 0; i < fixes.size(); ++i) s += (i == 0 ? "" : "; or ") + fixes[i];
   return s;
 }
 
@@ -759,7 +769,11 @@ inline std::string format_run_analysis(const run_analysis& a) {
                                   "used more"
                                 : a.devices_from.c_str());
   if (!a.attention.empty()) s += "attention: " + a.attention + "\n";
-  s += format_summary_body(a.summary);
+  {
+    std::string body = format_summary_body(a.summary);
+    if (a.refused) body = detail::unstated_mfu(std::move(body));
+    s += body;
+  }
   s += "phases: the log does not split a step; time outside evaluations and checkpoint saves "
        "shows as compute\n";
   if (a.refused) {
@@ -871,9 +885,25 @@ inline std::string format_run_analysis(const run_analysis& a) {
               })->step);
     s += "\n";
   }
-  if (std::isfinite(a.log_mfu)) {
+  if (std::isfinite(a.log_mfu) && !std::isfinite(a.log_flops_per_token)) {
+    // torchtitan's 2024 lines print mfu and wps but no tflops: count and peak stay together.
+    s += format(
+        "the log's own MFU: %.1f%% (it prints no FLOP/s, so its FLOP count and its peak cannot "
+        "be told apart)",
+        100 * a.log_mfu);
+    if (a.refused)
+      s += "; trainkit's count gives no figure (see the verdict)\n";
+    else
+      s += format("; trainkit's count against the %.4g TFLOP/s peak gives %.1f%%\n", a.peak_tflops,
+                  100 * a.mfu_median);
+  } else if (std::isfinite(a.log_mfu)) {
     s += format("the log's own MFU: %.1f%%, its FLOPs %s", 100 * a.log_mfu, a.log_formula.c_str());
-    if (std::isfinite(a.log_peak_tflops)) {
+    if (std::isfinite(a.log_peak_tflops) && a.refused) {
+      s += format(
+          " (with these inputs its figure implies a %.4g TFLOP/s peak: another sign that an "
+          "input is off)",
+          a.log_peak_tflops);
+    } else if (std::isfinite(a.log_peak_tflops)) {
       // The device the log names when its table peak is the one reproduced, else the table's.
       const auto named =
           a.log_device.empty() ? std::nullopt : peak_tflops(a.log_device, compute_dtype::bf16);

@@ -95,7 +95,11 @@ inline run_log parse_torchtitan_log(const detail::normalised_log& log, const std
       if (sc.lit("loss:")) loss = sc.number();
       const auto tps = detail::titan_rate(msg);
       if (step && loss && tps) {
-        if (detail::is_rank_repeat(run, *step, loss.value_or(NAN), n)) continue;
+        if (have_prev && *step == prev_step && run.last_step_index + 1 == n) {
+          ++run.repeats;  // another rank's copy of the line just read (no rank tags)
+          run.last_step_index = n;
+          continue;
+        }
         if (!l.ms) {
           ++untimed_steps;
           ++run.skipped;

@@ -10,11 +10,13 @@
 // Markdown quote ("> "), ANSI colour codes, '\r' progress overwrites and CRLF line ends. This
 // header strips all of that, keeps the timestamp it found (so a reader can measure time between
 // lines) and the rank tag, and keeps one rank's lines when every rank printed its own copy (no
-// rank filter): the lowest rank seen. Each reader then matches its printf format on the text.
+// rank filter): the rank with the most lines, the lowest of those. Each reader then matches its
+// printf format on the text.
 //
 // Everything is a bounded left-to-right walk (no regex): the readers are fuzzed.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <optional>
@@ -350,9 +352,9 @@ inline log_line normalise_line(std::string_view raw, std::size_t line_no) {
   return out;
 }
 
-/// Every line of a log normalised; lines of ranks other than the lowest one seen are dropped
-/// (counted), untagged lines kept; date-less timestamps that go back by more than 12 hours are
-/// taken to have crossed midnight.
+/// Every line of a log normalised; lines of ranks other than the one kept (most lines, then
+/// lowest) are dropped (counted), untagged lines kept; date-less timestamps that go back by more
+/// than 12 hours are taken to have crossed midnight.
 inline normalised_log normalise_log(std::span<const std::string> raw) {
   normalised_log out;
   out.total = raw.size();
@@ -370,10 +372,16 @@ inline normalised_log normalise_log(std::span<const std::string> raw) {
     all.push_back(std::move(l));
   }
   out.ranks_seen = int(ranks.size());
-  if (!ranks.empty()) {
-    out.rank = ranks[0];
-    for (int r : ranks) out.rank = std::min(out.rank, r);
-  }
+  // The rank with the most lines (a pasted excerpt may cut one rank's copy short), ties to the
+  // lowest: with every rank logging, each prints the same lines.
+  std::vector<std::size_t> count(ranks.size(), 0);
+  for (const auto& l : all)
+    for (std::size_t k = 0; k < ranks.size(); ++k)
+      if (l.rank == ranks[k]) ++count[k];
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < ranks.size(); ++k)
+    if (count[k] > count[best] || (count[k] == count[best] && ranks[k] < ranks[best])) best = k;
+  if (!ranks.empty()) out.rank = ranks[best];
   long long day = 0, last = -1;
   for (auto& l : all) {
     if (l.rank >= 0 && l.rank != out.rank) {
