@@ -16,9 +16,10 @@
 // with N without the position embedding, against 312 TFLOP/s on every device. Under DDP the
 // estimate counts one process's tokens (batch_size × gradient_accumulation_steps per process),
 // so the printed MFU is per device; "tokens per iteration" counts all processes.
-// Older generations are read too: before commit 4d7c1d4 (early February 2023) the line had no
-// mfu ("iter %d: loss %.4f, time %.2fms"), and some forks keep that. The lines arrive through
-// detail/log_lines.hpp (timestamps, rank tags, logging prefixes stripped; a timestamp kept).
+// Older generations are read too: before estimate_mfu was added (February 2023; the lines pasted
+// in karpathy/nanoGPT#110 on 2023-02-02 have none) the line had no mfu ("iter %d: loss %.4f, time
+// %.2fms"), and some forks keep that. The lines arrive through detail/log_lines.hpp (timestamps,
+// rank tags, logging prefixes stripped; a timestamp kept).
 #pragma once
 
 #include <cmath>

@@ -196,10 +196,12 @@ inline std::string refusal_text(const run_analysis& a, const log_report_config& 
       100 * x, a.peak_tflops, a.peak_source.c_str());
   std::vector<std::string> fixes;
   const std::string dev =
-      format("the device count %d (%s) would have to be at least %d", a.devices,
+      format("the device count %d (%s) would have to be at least %s", a.devices,
              a.devices_assumed ? "assumed: the log does not say; give log_report_config.devices"
                                : a.devices_from.c_str(),
-             int(std::ceil(a.devices * x - 1e-9)));
+             std::isfinite(x) && a.devices * x < 1e9
+                 ? format("%.0f", std::ceil(a.devices * x - 1e-9)).c_str()
+                 : "a billion (a step time of zero?)");
   const std::string tok = format("the tokens per step %s (%s) at most %s",
                                  thousands(a.tokens_per_step * a.devices).c_str(),
                                  a.tokens_from.empty() ? "given" : a.tokens_from.c_str(),
@@ -329,7 +331,8 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     a.devices = facts.rank_tags;
     a.devices_from = "the log's lines carry " + std::to_string(facts.rank_tags) + " rank tags";
   } else if (rate_per_device && std::isfinite(rate_tokens) && facts.tokens_per_step > 0 &&
-             double(facts.tokens_per_step) / rate_tokens >= 1.5) {
+             double(facts.tokens_per_step) / rate_tokens >= 1.5 &&
+             double(facts.tokens_per_step) / rate_tokens < 1e6) {
     // torchtitan: a step's global tokens over one device's share (tps × step time)
     a.devices = int(std::lround(double(facts.tokens_per_step) / rate_tokens));
     a.devices_from = "global batch tokens / tps per device";
