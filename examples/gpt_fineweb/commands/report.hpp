@@ -83,10 +83,11 @@ inline void add_report_options(CLI::App& sub, report_options& o) {
                                 "mixture of experts: parameters active per token, used as N in 6·N "
                                 "(with --layers and --width)")
                      ->check(CLI::PositiveNumber);
-  auto* layers =
-      sub.add_option("--layers", o.layers, "layers L (with --params)")->check(CLI::PositiveNumber);
-  auto* width = sub.add_option("--width", o.width, "model width C (with --params)")
-                    ->check(CLI::PositiveNumber);
+  auto* layers = sub.add_option("--layers", o.layers, "layers L (with --params or --active-params)")
+                     ->check(CLI::PositiveNumber);
+  auto* width =
+      sub.add_option("--width", o.width, "model width C (with --params or --active-params)")
+          ->check(CLI::PositiveNumber);
   model->excludes(params)->excludes(layers)->excludes(width)->excludes(active);
   params->excludes(active);
   sub.add_option("--seq", o.seq, "sequence length T the run trained at")
@@ -262,8 +263,8 @@ class report_command final : public command {
  public:
   std::string_view name() const override { return "report"; }
   std::string_view summary() const override {
-    return "Explain a run: its metrics JSONL (even a crashed run's) or a nanoGPT, llm.c or "
-           "torchtitan log";
+    return "Explain a run: its metrics JSONL (even a crashed run's) or a nanoGPT, llm.c, "
+           "torchtitan or build-nanogpt log as pasted";
   }
   void add_options(CLI::App& app) override { add_report_options(app, options_); }
   int run(std::ostream& out) override { return run_report_log(options_, out); }
