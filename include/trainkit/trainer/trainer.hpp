@@ -166,9 +166,8 @@ class trainer {
       }
     const step_rates rates = measure_step_rates(model_, train_.seq_len(), cfg_.mfu,
                                                 output_.console(), result.calibration);
-    output_.open_files(result.resumed,
-                       make_run_header(model_, cfg_, rates, world_size(), tokens_per_step(),
-                                       int(train_.seq_len())));
+    output_.open_files(result.resumed, make_run_header(model_, cfg_, rates, world_size(),
+                                                       tokens_per_step(), int(train_.seq_len())));
     std::uint64_t last_saved = step_;
     stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
 
