@@ -12,12 +12,13 @@ directly. Two uses:
   the flash kernel, fused AdamW, B x T micro-batches with `--accum` of them per optimizer step.
   Prints first-step and median step time, tokens/s and MFU = (6N + 12LCT) x tokens/s / peak
   (989 TFLOP/s, H100/H200 SXM dense bf16, as trainkit's device table), and one machine-readable
-  line `result impl=torch model=... B=... T=... tok_s=... mfu=... median_ms=... first_ms=...`.
+  line `result impl=torch model=... B=... T=... attention=sdpa-flash tok_s=... mfu=...
+  median_ms=... first_ms=...`.
 * Reference on the CPU (`--device cpu`, fp32, no compile): tests/fixtures/golden/make_golden.py
   builds the golden fixtures with this model, and bench/gpu/test_torch_reference.py checks it
   (loss at init, loss falling, the result line).
 
-`--arch llama` runs the Llama family instead (model/llama_config.hpp's presets d2-d24): token
+`--arch llama` runs the Llama family instead (model/llama/config.hpp's presets d2-d24): token
 embedding without positions, pre-RMSNorm blocks (eps inside the root, computed in fp32 as
 transformers' LlamaRMSNorm), a fused q|k|v projection with grouped-query attention (query head h
 reads k, v head h / (H / KV): k and v repeated per group for SDPA's flash kernel), rotate-half RoPE
@@ -43,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# L, H, C of trainkit's presets (model/gpt2_config.hpp).
+# L, H, C of trainkit's presets (model/gpt2/config.hpp).
 PRESETS = {
     "d2": (2, 2, 128),
     "d6": (6, 6, 384),
@@ -201,7 +202,7 @@ class GPT2(nn.Module):
 
 # ---- the Llama family (--arch llama) ----------------------------------------------------------
 
-# L, H, KV, C of trainkit's Llama presets (model/llama_config.hpp).
+# L, H, KV, C of trainkit's Llama presets (model/llama/config.hpp).
 LLAMA_PRESETS = {
     "d2": (2, 2, 1, 128),
     "d6": (6, 6, 3, 384),
@@ -335,7 +336,7 @@ class Llama(nn.Module):
         load_flat(self, llama_layout(self.cfg), flat)
 
     def init_llama(self, seed):
-        """trainkit's Llama initialisation in kind (detail/llama_init.hpp): normal 0.02, the
+        """trainkit's Llama initialisation in kind (llama/init.hpp): normal 0.02, the
         residual projections 0.02 / sqrt(2L), unit RMSNorm gains, zero padded vocabulary rows."""
         g = torch.Generator().manual_seed(seed)
         with torch.no_grad():
@@ -479,9 +480,11 @@ def benchmark(args):
           f"(first {first:.1f} ms), {tok_s:.0f} tok/s, MFU {100 * mfu:.1f}% of {peak:.0f} TFLOP/s, "
           f"peak memory {mem:.1f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     tag = "llama-result" if llama else "result"
+    # The attention that ran: SDPA held to its flash backend on CUDA (else SDPA's own choice).
+    attention = "sdpa-flash" if args.flash_check and cuda else ("sdpa" if cuda else "cpu")
     print(f"{tag} impl=torch model={args.model} B={args.batch} T={args.seq} accum={args.accum} "
-          f"tok_s={tok_s:.0f} mfu={mfu:.4f} median_ms={median:.2f} first_ms={first:.2f} "
-          f"loss_first={losses[0]:.4f} loss_last={losses[-1]:.4f}")
+          f"attention={attention} tok_s={tok_s:.0f} mfu={mfu:.4f} median_ms={median:.2f} "
+          f"first_ms={first:.2f} loss_first={losses[0]:.4f} loss_last={losses[-1]:.4f}")
     return losses
 
 

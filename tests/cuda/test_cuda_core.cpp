@@ -23,9 +23,9 @@
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/linalg/detail/gemm_tuning.hpp"
-#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
-#include "trainkit/model/detail/gpt2_init.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
+#include "trainkit/model/gpt2/init.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 
 namespace {
 

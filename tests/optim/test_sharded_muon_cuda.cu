@@ -47,9 +47,9 @@
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/muon_cuda.hpp"
 #include "trainkit/optim/sharded_muon_cuda.hpp"
@@ -101,7 +101,7 @@ to::muon_config test_config() {
   to::muon_config c;
   c.weight_decay = 0.1f;
   c.adamw.weight_decay = 0.1f;
-  c.schedule_max_lr = 1e-3f;
+  c.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
   return c;
 }
 

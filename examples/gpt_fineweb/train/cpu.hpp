@@ -57,6 +57,7 @@ struct cpu_device {
   }
   void configure(trainkit::mfu_settings& mfu, const model_type&) const { mfu.device_name = "cpu"; }
   std::string describe(const model_type&) const { return {}; }
+  std::string attention() const { return "cpu"; }  // the models' own attention, on the host
   trainkit::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {
     return trainkit::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});
   }

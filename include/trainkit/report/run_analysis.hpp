@@ -29,8 +29,8 @@
 
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/report/run_log.hpp"
 #include "trainkit/trainer/report.hpp"
 
