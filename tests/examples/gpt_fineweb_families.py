@@ -42,7 +42,9 @@ SMALL = ["--model", "d2", "--batch", "4", "--seq", "32", "--threads", "1", "--no
 
 def read_losses(path):
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line)["loss"] for line in f if line.strip()]
+        # the run header line ({"run":{...}}) opens a fresh file: not a step
+        return [json.loads(line)["loss"] for line in f
+                if line.strip() and not line.startswith('{"run"')]
 
 
 class Runner:

@@ -56,7 +56,9 @@ def read_metrics(path):
     if not os.path.exists(path):
         return []
     with open(path, encoding="utf-8") as f:
-        return [raw_fields(line) for line in f.read().split("\n")[:-1]]
+        # the run header line ({"run":{...}}) opens a fresh file: not a step
+        return [raw_fields(line) for line in f.read().split("\n")[:-1]
+                if not line.startswith('{"run"')]
 
 
 def checkpoints(ckpt):

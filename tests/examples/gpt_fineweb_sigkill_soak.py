@@ -56,6 +56,8 @@ def read_metrics(path):
     rows = []
     for line in text.split("\n")[:-1]:  # the piece after the last newline is incomplete
         json.loads(line)  # every complete line must be valid JSON
+        if line.startswith('{"run"'):
+            continue  # the run header a fresh file opens with: not a step
         rows.append(raw_fields(line))
     return rows
 

@@ -230,3 +230,42 @@ TEST(LogReaders, WhatIsNotALogIsAnErrorNamingTheFile) {
   EXPECT_FALSE(rp::parse_log_format("auto").has_value());
   EXPECT_EQ(rp::parse_log_format("torchtitan"), rp::log_format::torchtitan);
 }
+
+// trainkit's run header ({"run":{...}}, trainer/metrics.hpp): written, read back, used.
+TEST(RunHeader, RoundTripAndPerDeviceMfu) {
+  tk::run_header h;
+  h.meta = {{"model", "d12"}, {"attention", "cudnn"}, {"optimizer", "adamw \"fused\""}};
+  h.world_size = 2;
+  h.tokens_per_step = 16384;
+  h.seq_len = 1024;
+  h.flops_per_token = 8.55383040e8;
+  h.device = "NVIDIA H100 80GB HBM3";
+  h.peak_tflops = 989;
+  h.dtype = "bf16";
+  const std::string line = tk::to_json_header(h);
+  ASSERT_TRUE(line.starts_with("{\"run\":{")) << line;
+  const std::string text =
+      line +
+      "\n{\"step\":1,\"loss\":5.0,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":1.2}\n"
+      "{\"step\":2,\"loss\":4.9,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":1.2}\n";
+  std::istringstream in(text);
+  const auto file = tk::parse_metrics_jsonl(in, "m.jsonl");
+  ASSERT_TRUE(file.run.has_value());
+  EXPECT_EQ(file.steps.size(), 2u);
+  EXPECT_EQ(file.run->get("optimizer"), "adamw \"fused\"");
+  EXPECT_EQ(file.run->get("device_name"), h.device);
+  EXPECT_DOUBLE_EQ(file.run->number("world_size"), 2);
+  EXPECT_DOUBLE_EQ(file.run->number("flops_per_token"), h.flops_per_token);
+  EXPECT_DOUBLE_EQ(file.run->number("peak_tflops"), 989);
+  const auto run = parse(text);
+  EXPECT_EQ(run.format, rp::log_format::trainkit);
+  EXPECT_EQ(run.facts.devices, 2);
+  EXPECT_EQ(run.facts.attention, "cudnn");
+  EXPECT_EQ(run.facts.tokens_per_step, 16384u);
+  EXPECT_DOUBLE_EQ(run.steps[0].log_mfu, 0.6) << "every rank's FLOPs over one device's peak / 2";
+  // A file without the header (written before it existed) is read as before.
+  std::istringstream old("{\"step\":1,\"loss\":5.0,\"tokens\":1,\"dt_ms\":10.0}\n");
+  const auto o = tk::parse_metrics_jsonl(old, "old.jsonl");
+  EXPECT_FALSE(o.run.has_value());
+  EXPECT_EQ(o.steps.size(), 1u);
+}

@@ -307,8 +307,10 @@ TEST(RunAnalysis, CheckpointBoundEvalBoundAndUnknown) {
       if (i == 10) s.m.dt_ms += save_ms + eval_ms;
       run.steps.push_back(s);
     }
-    if (eval_ms > 0) run.events.push_back({rp::log_event::kind_t::eval, 10, 1, 10, eval_ms});
-    if (save_ms > 0) run.events.push_back({rp::log_event::kind_t::checkpoint, 10, 2, 10, save_ms});
+    if (eval_ms > 0)
+      run.events.push_back({rp::log_event::kind_t::eval, 10, 1, 10, eval_ms, NAN, {}});
+    if (save_ms > 0)
+      run.events.push_back({rp::log_event::kind_t::checkpoint, 10, 2, 10, save_ms, NAN, {}});
     return run;
   };
   // d2-sized FLOPs against a 1 TFLOP/s peak: 6·N + 12·L·C·T at N 1e6, L 2, C 128, T 64.

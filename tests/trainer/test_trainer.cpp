@@ -122,9 +122,17 @@ TEST(Trainer, PhasesAddUpToStepTime) {
   // process between two phases (ctest -j2 on 2 cores), so the median is what is checked.
   std::ranges::nth_element(other_fraction, other_fraction.begin() + other_fraction.size() / 2);
   EXPECT_LT(other_fraction[other_fraction.size() / 2], 0.05);
-  // The metrics file has one valid JSON object per step with the contract's fields.
+  // The metrics file opens with the run header (one rank, a step's tokens, the FLOP count), then
+  // has one valid JSON object per step with the contract's fields.
   std::ifstream in(cfg.output.metrics_path);
   std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const auto header = nlohmann::json::parse(line);
+  ASSERT_TRUE(header.contains("run")) << line;
+  EXPECT_EQ(header["run"]["world_size"].get<int>(), 1);
+  EXPECT_EQ(header["run"]["tokens_per_step"].get<std::uint64_t>(), r.steps[0].tokens);
+  EXPECT_NEAR(header["run"]["flops_per_token"].get<double>(), tiny_model().flops_per_token(16),
+              1e-9 * tiny_model().flops_per_token(16));
   std::size_t n = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line);
@@ -294,8 +302,11 @@ TEST(Trainer, TimeBlockedInTheReducerIsCommunication) {
   EXPECT_EQ(r.summary.verdict, tk::bottleneck::communication) << r.summary.evidence;
   std::ifstream in(cfg.output.metrics_path);
   std::size_t n = 0;
-  for (std::string line; std::getline(in, line); ++n)
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("{\"run\"")) continue;  // the run header
     EXPECT_GE(nlohmann::json::parse(line)["comm_ms"].get<double>(), 39.0) << line;
+    ++n;
+  }
   EXPECT_EQ(n, 5u);
 }
 

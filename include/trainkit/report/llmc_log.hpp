@@ -16,7 +16,16 @@
 // (gpt2_estimate_mfu, line 1126) counts 6·N + 6·L·C·T FLOPs per token with N every parameter
 // (position embedding included, attention halved for causality) against llmc/mfu.h's peak for the
 // device name, and prints -100.0% for a device that table lacks. tok/s is an exponential moving
-// average.
+// average over all processes; the MFU is one process's tokens against one device's peak, so
+// per device.
+// Other generations, read too: train_gpt2.cu of April 2024 printed
+//   printf0("step %4d/%d: train loss %f (%f ms, %d tok/s)\n", ...)
+// (tok/s of one process), and the CPU trainer train_gpt2.c prints
+//   printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, ms);
+// The start prints "batch_size B=%d * seq_len T=%d * num_processes=%d and total_batch_size=%d"
+// and "num_parameters: %zu => bytes: %zu" (read like the table's rows). The end of a run adds
+// "total average iteration time: %f ms" and, with -h 1,
+// "HellaSwag: %d/%d = %f" after each evaluation (an evaluation event, untimed like val loss).
 #pragma once
 
 #include <cmath>
@@ -25,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainkit/report/detail/log_lines.hpp"
 #include "trainkit/report/detail/log_scan.hpp"
 #include "trainkit/report/run_log.hpp"
 
@@ -33,8 +43,11 @@ namespace trainkit::report {
 /// True when `line` is an llm.c step line (sniffing).
 inline bool is_llmc_step_line(std::string_view line) {
   detail::scanner sc{line};
-  return sc.lit("step ") && sc.whole() && sc.lit("/") && sc.whole() && sc.lit("|") &&
-         line.find(" ms") != std::string_view::npos;
+  if (!sc.lit("step ") || !sc.whole()) return false;
+  if (sc.lit("/"))
+    return sc.whole() && (sc.lit("|") || sc.lit(": train loss")) &&
+           line.find(" ms") != std::string_view::npos;
+  return sc.lit(":") && sc.lit("train loss ") && sc.number() && sc.lit("(took ");
 }
 
 namespace detail {
@@ -71,36 +84,106 @@ inline llmc_fields parse_llmc_fields(std::string_view rest) {
 
 }  // namespace detail
 
-/// llm.c's log as a run_log; lines of no rule are counted in `skipped`.
-inline run_log parse_llmc_log(std::span<const std::string> lines, const std::string& source) {
+/// llm.c's log (already normalised) as a run_log; lines of no rule are counted in `skipped`.
+inline run_log parse_llmc_log(const detail::normalised_log& log, const std::string& source) {
   run_log run;
   run.format = log_format::llmc;
   run.source = source;
-  run.lines = lines.size();
-  for (std::size_t n = 0; n < lines.size(); ++n) {
-    const std::string_view line = detail::trim(lines[n]);
-    if (line.empty()) continue;
+  run.lines = log.total;
+  run.other_ranks = log.other_ranks;
+  run.rank = log.rank;
+  run.facts.rank_tags = log.ranks_seen;
+  bool tok_per_process = false;  // April 2024's "(%f ms, %d tok/s)" counts one process
+  for (std::size_t n = 0; n < log.lines.size(); ++n) {
+    const std::string_view line = log.lines[n].text;
     detail::scanner sc{line};
     if (sc.lit("step ")) {
-      const auto step = sc.whole();
-      if (step && sc.lit("/") && sc.whole() && sc.lit("|")) {
-        const auto f = detail::parse_llmc_fields(sc.rest());
-        if (f.ms && std::isfinite(*f.ms) && *f.ms >= 0) {
-          logged_step s;
-          s.line = n + 1;
-          s.m.step = *step;
-          s.m.dt_ms = *f.ms;
-          s.m.loss = f.loss.value_or(NAN);
-          s.m.grad_norm = f.norm.value_or(0);
-          s.m.lr = f.lr.value_or(0);
-          s.log_mfu = f.mfu && *f.mfu >= 0 ? *f.mfu / 100 : NAN;  // -100.0%: device unknown
-          s.log_tok_per_s = f.tok_per_s.value_or(NAN);
-          detail::push_step(run, s);
-          continue;
+      auto step = sc.whole();
+      std::optional<double> loss, ms, tok;
+      detail::llmc_fields f;
+      bool ok = false;
+      if (step && sc.lit("/") && sc.whole()) {
+        if (sc.lit("|")) {
+          f = detail::parse_llmc_fields(sc.rest());
+          ok = f.ms && std::isfinite(*f.ms) && *f.ms >= 0;
+        } else if (sc.lit(":") && sc.lit("train loss ") && (loss = sc.number()) && sc.lit("(") &&
+                   (ms = sc.number()) && sc.lit("ms") && sc.lit(",") && (tok = sc.number()) &&
+                   sc.lit("tok/s") && std::isfinite(*ms) && *ms >= 0) {
+          f.loss = loss;
+          f.ms = ms;
+          f.tok_per_s = tok;
+          tok_per_process = true;
+          ok = true;
         }
+      } else if (sc = {line}; sc.lit("step ") && (step = sc.whole()) && sc.lit(":") &&
+                              sc.lit("train loss ") && (loss = sc.number()) && sc.lit("(took ") &&
+                              (ms = sc.number()) && sc.lit("ms)") && std::isfinite(*ms) &&
+                              *ms >= 0) {
+        f.loss = loss;  // train_gpt2.c on the CPU
+        f.ms = ms;
+        ok = true;
+        if (run.facts.device.empty()) run.facts.device = "cpu";
+      }
+      if (ok) {
+        if (detail::is_rank_repeat(run, *step, f.loss.value_or(NAN), n)) continue;
+        logged_step s;
+        s.line = log.lines[n].line;
+        s.m.step = *step;
+        s.m.dt_ms = *f.ms;
+        s.m.loss = f.loss.value_or(NAN);
+        s.m.grad_norm = f.norm.value_or(0);
+        s.m.lr = f.lr.value_or(0);
+        s.log_mfu = f.mfu && *f.mfu >= 0 ? *f.mfu / 100 : NAN;  // -100.0%: device unknown
+        s.log_tok_per_s = f.tok_per_s.value_or(NAN);
+        if (log.lines[n].ms) s.stamp_ms = double(*log.lines[n].ms);
+        detail::push_step(run, s, n);
+        continue;
       }
       ++run.skipped;
       continue;
+    }
+    sc = {line};
+    // printf0("batch_size B=%d * seq_len T=%d * num_processes=%d and total_batch_size=%d\n")
+    if (sc.lit("batch_size B=")) {
+      const auto b = sc.whole();
+      std::optional<std::uint64_t> t, procs, total;
+      if (b && sc.lit("*") && sc.lit("seq_len T=") && (t = sc.whole()) && sc.lit("*") &&
+          sc.lit("num_processes=") && (procs = sc.whole()) && sc.lit("and total_batch_size=") &&
+          (total = sc.whole()) && *t >= 1 && *t < 1u << 30 && *procs >= 1 && *procs < 1u << 20 &&
+          *total >= 1) {
+        run.facts.seq = int(*t);
+        run.facts.devices = int(*procs);
+        run.facts.devices_from = "llm.c's num_processes";
+        run.facts.tokens_per_step = *total;
+        continue;
+      }
+    }
+    sc = {line};
+    if (sc.lit("num_parameters:")) {  // printf0("num_parameters: %zu => bytes: %zu\n", ...)
+      if (const auto n = sc.whole(); n && *n > 0 && sc.lit("=>")) {
+        run.facts.parameters = *n;
+        continue;
+      }
+    }
+    sc = {line};
+    if (sc.lit("total average iteration time:")) {
+      if (const auto v = sc.number(); v && sc.lit("ms")) {
+        run.facts.average_ms = *v;
+        continue;
+      }
+    }
+    sc = {line};
+    if (sc.lit("HellaSwag:")) {
+      const auto right = sc.number();
+      if (right && sc.lit("/") && sc.number() && sc.lit("=") && sc.number()) {
+        log_event e;
+        e.kind = log_event::kind_t::eval;
+        e.step = run.steps.empty() ? 0 : run.steps.back().m.step;
+        e.line = log.lines[n].line;
+        e.what = "HellaSwag";
+        run.events.push_back(e);
+        continue;
+      }
     }
     sc = {line};
     if (sc.lit("val loss ")) {
@@ -108,7 +191,7 @@ inline run_log parse_llmc_log(std::span<const std::string> lines, const std::str
         log_event e;
         e.kind = log_event::kind_t::eval;
         e.step = run.steps.empty() ? 0 : run.steps.back().m.step;  // after that many steps
-        e.line = n + 1;
+        e.line = log.lines[n].line;
         e.val_loss = *v;
         run.events.push_back(e);  // timed in no step: the step timer covers training alone
         if (!run.steps.empty()) run.steps.back().m.val_loss = *v;
@@ -121,7 +204,7 @@ inline run_log parse_llmc_log(std::span<const std::string> lines, const std::str
         log_event e;
         e.kind = log_event::kind_t::checkpoint;
         e.step = *step;
-        e.line = n + 1;
+        e.line = log.lines[n].line;
         run.events.push_back(e);
         continue;
       }
@@ -152,6 +235,7 @@ inline run_log parse_llmc_log(std::span<const std::string> lines, const std::str
           as_int(run.facts.width);
         } else if (key == "num_processes") {
           as_int(run.facts.devices);
+          run.facts.devices_from = "llm.c's num_processes";
         } else if (key == "num_parameters" || key == "total batch size") {
           if (num && *num > 0 && *num < 1e18)
             (key == "num_parameters" ? run.facts.parameters : run.facts.tokens_per_step) =
@@ -162,7 +246,14 @@ inline run_log parse_llmc_log(std::span<const std::string> lines, const std::str
     }
     ++run.skipped;
   }
+  if (tok_per_process && run.facts.devices > 1)  // make tok/s all processes' like the later form
+    for (auto& s : run.steps) s.log_tok_per_s *= run.facts.devices;
   return run;
+}
+
+/// llm.c's log from raw lines.
+inline run_log parse_llmc_log(std::span<const std::string> lines, const std::string& source) {
+  return parse_llmc_log(detail::normalise_log(lines), source);
 }
 
 }  // namespace trainkit::report

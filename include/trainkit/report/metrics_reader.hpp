@@ -6,8 +6,9 @@
 // to the same file (jsonl_sink first ends the cut-off line), so a line that is merely cut off is
 // skipped with a warning wherever it is; the resumed run also re-runs the steps after its
 // checkpoint, so when step numbers go back the later lines replace the earlier ones (also with a
-// warning). Anything else that is not a flat JSON object with "step" and "dt_ms" is an error
-// naming FILE:LINE.
+// warning). The run header line a fresh run's file opens with ({"run":{...}}, trainer/metrics.hpp)
+// is read into `metrics_file::run`; files written before it existed have none. Anything else that
+// is not a flat JSON object with "step" and "dt_ms" is an error naming FILE:LINE.
 //
 // The lines are parsed with nlohmann_json, so this header (unlike the trainer's) needs it: link
 // trainkit::hf or nlohmann_json::nlohmann_json. The umbrella header trainkit.hpp leaves it out.
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,11 +79,55 @@ inline flat_json parse_flat_json(std::string_view s) {
 
 }  // namespace detail
 
+/// The run header as read back: its text values and its numbers (null → NaN).
+struct run_header_fields {
+  std::map<std::string, std::string, std::less<>> text;  // model, device_name, attention, ...
+  std::map<std::string, double, std::less<>> numbers;    // world_size, tokens_per_step, ...
+
+  std::string get(std::string_view key) const {
+    const auto it = text.find(key);
+    return it == text.end() ? std::string() : it->second;
+  }
+  double number(std::string_view key, double dflt = NAN) const {
+    const auto it = numbers.find(key);
+    return it == numbers.end() ? dflt : it->second;
+  }
+};
+
 /// A metrics file's steps plus what was skipped on the way.
 struct metrics_file {
-  std::vector<step_metrics> steps;    // in step order, resume repeats resolved
-  std::vector<std::string> warnings;  // "FILE:LINE: ..." for each skipped or replaced line
+  std::vector<step_metrics> steps;       // in step order, resume repeats resolved
+  std::vector<std::string> warnings;     // "FILE:LINE: ..." for each skipped or replaced line
+  std::optional<run_header_fields> run;  // the first run header line, if the file has one
 };
+
+namespace detail {
+
+/// A run header line ({"run":{...}} with flat values) read into `out`; false when `s` is not one.
+inline bool parse_run_header(std::string_view s, run_header_fields& out) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos || !s.substr(first).starts_with("{\"run\"")) return false;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(s);
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  if (!j.is_object() || j.size() != 1 || !j.contains("run") || !j["run"].is_object()) return false;
+  for (const auto& [key, value] : j["run"].items()) {
+    if (value.is_string())
+      out.text[key] = value.get<std::string>();
+    else if (value.is_number())
+      out.numbers[key] = value.get<double>();
+    else if (value.is_null())
+      out.numbers[key] = NAN;
+    else if (value.is_boolean())
+      out.numbers[key] = value.get<bool>() ? 1 : 0;
+  }
+  return true;
+}
+
+}  // namespace detail
 
 /// step_metrics from one parsed line; missing fields stay at their defaults.
 inline step_metrics step_metrics_from_fields(const std::map<std::string, double, std::less<>>& f) {
@@ -120,6 +166,10 @@ inline metrics_file parse_metrics_jsonl(std::istream& in, const std::string& sou
     const std::string& line = lines[i];
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = source + ":" + std::to_string(i + 1);
+    if (run_header_fields h; detail::parse_run_header(line, h)) {
+      if (!out.run) out.run = std::move(h);
+      continue;
+    }
     const auto parsed = detail::parse_flat_json(line);
     if (parsed.status != detail::json_parse_status::ok) {
       if (i == last_nonempty) {

@@ -1,10 +1,13 @@
 // trainkit/report/read_run_log.hpp — reads any supported training log, sniffing its format.
 //
 // `read_run_log(path, format)` reads trainkit's metrics JSONL (metrics_reader.hpp) or the console
-// log of nanoGPT, llm.c or torchtitan (nanogpt_log.hpp, llmc_log.hpp, torchtitan_log.hpp) into
-// one run_log. With no format given it sniffs: the format whose step line matches most lines
-// wins, and a file in which no line matches any is an error naming the file, never a guess. A
-// log with no step line at all is an error too; other unparseable lines are counted and skipped.
+// log of nanoGPT, llm.c, torchtitan or build-nanogpt (nanogpt_log.hpp, llmc_log.hpp,
+// torchtitan_log.hpp, build_nanogpt_log.hpp) into one run_log. Console lines are first reduced to
+// the tool's own text (detail/log_lines.hpp: timestamps, rank tags, logging prefixes, ANSI, '\r'
+// and CRLF). With no format given it sniffs: the format whose step line matches most lines wins,
+// and a file in which no line matches any is an error naming the file and quoting its first
+// three lines, never a guess. A log with no step line at all is an error too; other lines are
+// counted and skipped.
 //
 // trainkit's own files go through metrics_reader.hpp, so this header needs nlohmann_json like it.
 #pragma once
@@ -19,6 +22,8 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/report/build_nanogpt_log.hpp"
+#include "trainkit/report/detail/log_lines.hpp"
 #include "trainkit/report/detail/log_scan.hpp"
 #include "trainkit/report/llmc_log.hpp"
 #include "trainkit/report/metrics_reader.hpp"
@@ -46,31 +51,57 @@ inline const char* step_line_shape(log_format f) noexcept {
       return "step N/M | loss X | ... | Y ms | Z% bf16 MFU | W tok/s";
     case log_format::torchtitan:
       return "[titan] DATE TIME - root - INFO - step: N  loss: X  ...  tps: Y  tflops: Z  mfu: W%";
+    case log_format::build_nanogpt:
+      return "step N | loss: X | lr ... | norm: ... | dt: Yms | tok/sec: Z";
   }
   return "";
 }
 
+/// The first three non-empty lines of a log, quoted (each cut at 80 characters), for messages.
+inline std::string first_lines(std::span<const std::string> lines) {
+  std::string out;
+  int shown = 0;
+  for (const auto& raw : lines) {
+    const std::string l = strip_escapes(trim(raw));
+    if (l.empty()) continue;
+    std::string q;
+    for (char c : l.substr(0, 80)) q += (unsigned char)c < 0x20 ? '?' : c;
+    out += std::string(shown ? ", " : "") + "\"" + q + (l.size() > 80 ? "...\"" : "\"");
+    if (++shown == 3) break;
+  }
+  return shown ? "; it begins " + out : "; it is empty";
+}
+
 }  // namespace detail
 
-/// The format most lines of `lines` are step lines of, or nullopt when no line is one of any.
-inline std::optional<log_format> sniff_log_format(std::span<const std::string> lines) {
+/// The format most of `lines` (the tools' texts) are step lines of, or nullopt when none is.
+inline std::optional<log_format> sniff_log_texts(std::span<const detail::log_line> lines) {
   constexpr std::size_t looked_at = 5000;  // enough for any preamble (llm.c's table, configs)
-  std::array<std::size_t, 4> hits{};
+  std::array<std::size_t, 5> hits{};
   std::size_t n = 0;
-  for (const auto& line : lines) {
+  for (const auto& l : lines) {
     if (++n > looked_at) break;
+    const std::string_view line = l.text;
     if (detail::is_trainkit_metrics_line(line)) ++hits[0];
     if (is_nanogpt_step_line(line)) ++hits[1];
     if (is_llmc_step_line(line)) ++hits[2];
     if (is_torchtitan_step_line(line)) ++hits[3];
+    if (is_build_nanogpt_step_line(line)) ++hits[4];
   }
-  constexpr std::array<log_format, 4> order{log_format::trainkit, log_format::nanogpt,
-                                            log_format::llmc, log_format::torchtitan};
+  constexpr std::array<log_format, 5> order{log_format::trainkit, log_format::nanogpt,
+                                            log_format::llmc, log_format::torchtitan,
+                                            log_format::build_nanogpt};
   std::size_t best = 0;
   for (std::size_t i = 1; i < hits.size(); ++i)
     if (hits[i] > hits[best]) best = i;
   if (hits[best] == 0) return std::nullopt;
   return order[best];
+}
+
+/// The format most raw lines of a log are step lines of, or nullopt when none is.
+inline std::optional<log_format> sniff_log_format(std::span<const std::string> lines) {
+  return sniff_log_texts(
+      detail::normalise_log(lines.first(std::min<std::size_t>(lines.size(), 5000))).lines);
 }
 
 /// trainkit's metrics lines as a run_log: evaluations are the lines with a validation loss,
@@ -99,6 +130,27 @@ inline run_log parse_trainkit_metrics(std::istream& in, const std::string& sourc
     }
   }
   run.lines = file.steps.size();
+  if (file.run) {  // the run header: what the report would otherwise need flags for
+    const auto& h = *file.run;
+    run.facts.attention = h.get("attention");
+    run.facts.model = h.get("model");
+    run.facts.device = h.get("device_name");
+    const double ws = h.number("world_size"), tok = h.number("tokens_per_step"),
+                 seq = h.number("seq_len"), fpt = h.number("flops_per_token"),
+                 peak = h.number("peak_tflops");
+    if (std::isfinite(ws) && ws >= 1 && ws < 1e6) {
+      run.facts.devices = int(ws);
+      run.facts.devices_from = "the run header";
+    }
+    if (std::isfinite(tok) && tok >= 1 && tok < 1e18)
+      run.facts.tokens_per_step = std::uint64_t(tok);
+    if (std::isfinite(seq) && seq >= 1 && seq < 1 << 30) run.facts.seq = int(seq);
+    if (std::isfinite(fpt) && fpt > 0) run.facts.flops_per_token = fpt;
+    if (std::isfinite(peak) && peak > 0) run.facts.peak_tflops = peak;
+    run.facts.mfu_all_devices = true;
+    if (run.facts.devices > 1)  // the lines' mfu counts every rank against one device's peak
+      for (auto& st : run.steps) st.log_mfu /= run.facts.devices;
+  }
   return run;
 }
 
@@ -107,13 +159,20 @@ inline run_log parse_run_log(std::istream& in, const std::string& source,
                              std::optional<log_format> format = std::nullopt) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
-  if (!format) format = sniff_log_format(lines);
+  const bool json = format == log_format::trainkit ||
+                    (!format && sniff_log_format(lines) == log_format::trainkit);
+  detail::normalised_log norm;
+  if (!json) norm = detail::normalise_log(lines);
+  if (!format) format = json ? log_format::trainkit : sniff_log_texts(norm.lines);
   if (!format)
     throw format_error(source + ": not a training log trainkit can read: none of its " +
                        std::to_string(lines.size()) +
-                       " lines is a step line of nanoGPT (\"iter N: loss X, time Yms, mfu Z%\"), "
-                       "llm.c (\"step N/M | ... | Y ms | ...\"), torchtitan (\"step: N  loss: X "
-                       " ... tps: Y ...\") or a trainkit metrics file");
+                       " lines is a step line of nanoGPT (\"iter N: loss X, time Yms[, mfu Z%]\"), "
+                       "llm.c (\"step N/M | ... | Y ms | ...\", \"step N: train loss X (took Y "
+                       "ms)\"), torchtitan (\"step: N  loss: X  ... tps: Y ...\"), build-nanogpt "
+                       "(\"step N | loss: X | ... | dt: Yms | tok/sec: Z\") or a trainkit metrics "
+                       "file" +
+                       detail::first_lines(lines));
   run_log run;
   switch (*format) {
     case log_format::trainkit: {
@@ -124,18 +183,21 @@ inline run_log parse_run_log(std::istream& in, const std::string& source,
       break;
     }
     case log_format::nanogpt:
-      run = parse_nanogpt_log(lines, source);
+      run = parse_nanogpt_log(norm, source);
       break;
     case log_format::llmc:
-      run = parse_llmc_log(lines, source);
+      run = parse_llmc_log(norm, source);
       break;
     case log_format::torchtitan:
-      run = parse_torchtitan_log(lines, source);
+      run = parse_torchtitan_log(norm, source);
+      break;
+    case log_format::build_nanogpt:
+      run = parse_build_nanogpt_log(norm, source);
       break;
   }
   if (run.steps.empty())
     throw format_error(source + ": no step lines of a " + log_format_title(*format) + " (\"" +
-                       detail::step_line_shape(*format) + "\")");
+                       detail::step_line_shape(*format) + "\")" + detail::first_lines(lines));
   return run;
 }
 

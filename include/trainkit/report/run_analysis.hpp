@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/report/run_log.hpp"
 #include "trainkit/trainer/report.hpp"
 
@@ -37,13 +39,15 @@ namespace trainkit::report {
 /// What a log does not say about its run. Zero/empty fields are taken from the log where it
 /// states them; what neither gives is an error naming the field.
 struct log_report_config {
-  std::string model{};                // a GPT-2 preset (d2 ... d48): N, L and C
-  std::uint64_t params = 0;           // N, parameters without the position embedding
+  std::string model{};                // a preset of `arch` (d2 ... d48): N, L and C
+  std::string arch = "gpt2";          // the family of `model`: "gpt2" or "llama"
+  std::uint64_t params = 0;           // N, dense parameters without the embeddings
+  std::uint64_t active_params = 0;    // mixture of experts: N active per token (replaces N)
   int layers = 0;                     // L
   int width = 0;                      // C
   int seq = 0;                        // T, tokens per sequence
   std::uint64_t tokens_per_step = 0;  // tokens one optimizer step processes, all devices
-  int devices = 0;                    // data-parallel devices; 0 = as the log says, else 1
+  int devices = 0;                    // devices the run used; 0 = as the log says, else 1
   std::string device{};               // a name of the peak table (core/device_info.hpp)
   double peak_tflops = 0;             // the device's dense bf16 peak; overrides `device`
   verdict_thresholds thresholds{};
@@ -82,21 +86,32 @@ struct run_analysis {
   std::uint64_t unprinted_steps = 0;  // steps in the span no line times (nanoGPT's log_interval)
   bool per_line = false;  // `steps` has one row per line, not per step (a span too long to hold)
   std::size_t skipped_lines = 0;
-  bool compiled = false;   // the log says the model was compiled
-  std::string log_device;  // the device the log names, if any
+  bool compiled = false;        // the log says the model was compiled
+  std::string log_device;       // the device the log names, if any
+  std::size_t repeats = 0;      // step lines other ranks printed again, read once
+  std::size_t other_ranks = 0;  // lines of other ranks' tags left out
+  int rank = -1;                // the rank whose lines were read
 
   // The FLOP count and the device.
-  double params = 0;  // N
+  double params = 0;       // N (the active parameters of a mixture of experts)
+  bool active = false;     // `params` are active parameters (--active-params)
+  std::string model_name;  // "GPT-2 d48", "Llama d12", or empty for a given shape
   int layers = 0, width = 0, seq = 0;
   double flops_per_token = 0;   // 6·N + 12·L·C·T
   double tokens_per_step = 0;   // per device
   bool tokens_derived = false;  // from the log's tokens/s × step time
   int devices = 1;
-  double flops_per_step = 0;  // per device
+  std::string devices_from;      // "given", "llm.c's num_processes", "assumed: ..."
+  bool devices_assumed = false;  // neither the caller nor the log said
+  std::string tokens_from;       // where tokens per step came from
+  double flops_per_step = 0;     // per device
   double peak_tflops = 0;
   std::string peak_source;  // "H200" or "given"
   double floor_ms = 0;      // flops_per_step at 100% of the peak
   double mfu_median = 0;    // at the median step
+  bool refused = false;     // the MFU would exceed 100%: inconsistent inputs, no verdict
+  std::string refusal;      // which input, and what value would make it consistent
+  std::string attention;    // the attention engine (trainkit's run header)
 
   run_summary summary;              // trainkit's words over `steps`
   std::vector<step_metrics> steps;  // one per step the log timed, phases rebuilt: chart input
@@ -109,8 +124,15 @@ struct run_analysis {
   double save_ms_total = 0, eval_ms_total = 0;  // of the costed ones
   double save_ms_each = NAN;                    // median cost of a costed save
   std::size_t untimed_saves = 0, untimed_evals = 0;
-  double wall_ms = 0;       // timed lines plus unprinted steps at the median
-  double memory_gib = NAN;  // the largest peak device memory the log printed (torchtitan)
+  double wall_ms = 0;              // timed lines plus unprinted steps at the median
+  double memory_gib = NAN;         // the largest peak device memory the log printed (torchtitan)
+  std::vector<event_cost> pauses;  // garbage collection, profiler dumps (as the log states)
+  double pause_ms_total = 0;
+  std::uint64_t save_interval = 0;  // steps between saves, where two saves are seen
+  double save_run_share = NAN;      // a save's cost over its interval's time: share of a run
+  // Time gaps between timestamped step lines (formats that time steps themselves).
+  std::size_t gaps_steady = 0;    // gaps that match the steps between at the steady rate
+  std::vector<log_spike> stalls;  // gaps that do not: time outside every step's measurement
 
   // The log's own MFU and what reproduces it.
   double log_mfu = NAN;              // median of the printed figures over steady steps
@@ -134,7 +156,7 @@ inline double median(std::vector<double> v) {
 inline std::string peak_owner(double tflops) {
   for (const auto& e : device_peak_table)
     if (e.match != "cpu" && std::fabs(e.bf16_tflops - tflops) <= 0.015 * e.bf16_tflops)
-      return std::string(e.match);
+      return std::string(e.name);
   return {};
 }
 
@@ -147,6 +169,63 @@ inline std::string thousands(double v) {
     out += digits[i];
   }
   return out;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// `text` with the summary's "MFU unknown (device not in the peak table ...)" replaced: a refused
+/// analysis knows the device; it states no MFU because the inputs do not add up.
+inline std::string unstated_mfu(std::string text) {
+  constexpr std::string_view unknown =
+      "MFU unknown (device not in the peak table; give its peak: summary_context.peak_tflops)";
+  if (const auto at = text.find(unknown); at != std::string::npos)
+    text.replace(at, unknown.size(), "MFU not stated: the inputs do not add up (see the verdict)");
+  return text;
+}
+
+/// What a refused analysis says: the MFU the inputs imply, and for each input the value that
+/// would bring it to 100% at most (a real run sits well below), the assumed ones first.
+inline std::string refusal_text(const run_analysis& a, const log_report_config& cfg) {
+  const double x = a.mfu_median;  // > 1
+  std::string s = format(
+      "no measurement and no verdict: these inputs put the median step at %.0f%% of the "
+      "device's %.4g TFLOP/s peak (%s), and no device runs above 100%%, so one of them is "
+      "inconsistent with the log: ",
+      100 * x, a.peak_tflops, a.peak_source.c_str());
+  std::vector<std::string> fixes;
+  const std::string dev =
+      format("the device count %d (%s) would have to be at least %s", a.devices,
+             a.devices_assumed ? "assumed: the log does not say; give log_report_config.devices"
+                               : a.devices_from.c_str(),
+             std::isfinite(x) && a.devices * x < 1e9
+                 ? format("%.0f", std::ceil(a.devices * x - 1e-9)).c_str()
+                 : "a billion (a step time of zero?)");
+  const std::string tok = format("the tokens per step %s (%s) at most %s",
+                                 thousands(a.tokens_per_step * a.devices).c_str(),
+                                 a.tokens_from.empty() ? "given" : a.tokens_from.c_str(),
+                                 thousands(std::floor(a.tokens_per_step * a.devices / x)).c_str());
+  const std::string model = format(
+      "the model's %.4g FLOPs per token (%s) at most %.4g (a model %.2fx smaller, or "
+      "log_report_config.active_params for a mixture of experts)",
+      a.flops_per_token,
+      !a.model_name.empty()
+          ? a.model_name.c_str()
+          : format("N %s, L %d, C %d, T %d", thousands(a.params).c_str(), a.layers, a.width, a.seq)
+                .c_str(),
+      a.flops_per_token / x, x);
+  const std::string peak = format("the device (peak %.4g TFLOP/s) one of at least %.4g TFLOP/s",
+                                  a.peak_tflops, a.peak_tflops * x);
+  if (a.devices_assumed) {
+    fixes = {dev, tok, model, peak};
+  } else if (a.tokens_from == "given" || cfg.tokens_per_step > 0) {
+    fixes = {tok, dev, model, peak};
+  } else {
+    fixes = {dev, tok, model, peak};
+  }
+  for (std::size_t i = 0; i < fixes.size(); ++i) s += (i == 0 ? "" : "; or ") + fixes[i];
+  return s;
 }
 
 }  // namespace detail
@@ -170,6 +249,9 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   a.skipped_lines = run.skipped;
   a.compiled = run.facts.compiled;
   a.log_device = run.facts.device;
+  a.repeats = run.repeats;
+  a.other_ranks = run.other_ranks;
+  a.rank = run.rank;
   if (run.steps.empty()) throw format_error(run.source + ": no step lines");
   a.first_step = run.steps.front().m.step;
   a.last_step = run.steps.back().m.step;
@@ -179,7 +261,23 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   std::vector<std::string> missing;
   a.seq = cfg.seq > 0 ? cfg.seq : facts.seq;
   if (cfg.seq < 0) throw config_error("log_report_config.seq must be positive");
-  if (!cfg.model.empty()) {
+  if (cfg.arch != "gpt2" && cfg.arch != "llama")
+    throw config_error("log_report_config.arch: unknown family '" + cfg.arch +
+                       "' (valid: gpt2, llama)");
+  if (!cfg.model.empty() && cfg.arch == "llama") {
+    model::llama_config g;
+    try {
+      g = model::llama_config::preset(cfg.model);
+    } catch (const config_error& e) {
+      throw config_error(std::string("log_report_config.model: ") + e.what());
+    }
+    a.layers = g.num_layers;
+    a.width = g.channels;
+    // llama_config::flops_per_token: N without the input embedding of an untied model.
+    a.params = double(g.num_parameters()) -
+               (g.tied_embeddings ? 0.0 : double(g.padded_vocab_size) * g.channels);
+    a.model_name = "Llama " + cfg.model;
+  } else if (!cfg.model.empty()) {
     model::gpt2_config g;
     try {
       g = model::gpt2_config::preset(cfg.model);
@@ -189,11 +287,13 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     a.layers = g.num_layers;
     a.width = g.channels;
     a.params = double(g.num_parameters()) - double(g.max_seq_len) * g.channels;
+    a.model_name = "GPT-2 " + cfg.model;
   } else {
     a.layers = cfg.layers > 0 ? cfg.layers : facts.layers;
     a.width = cfg.width > 0 ? cfg.width : facts.width;
-    if (cfg.params > 0) {
-      a.params = double(cfg.params);
+    if (cfg.params > 0 || cfg.active_params > 0) {
+      a.params = double(cfg.active_params > 0 ? cfg.active_params : cfg.params);
+      a.active = cfg.active_params > 0;
     } else if (facts.parameters > 0 && facts.parameters_exclude_wpe) {
       a.params = double(facts.parameters);
     } else if (facts.parameters > 0 && a.width > 0 && (facts.max_seq > 0 || a.seq > 0)) {
@@ -210,20 +310,52 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   }
   if (a.seq <= 0) missing.push_back("log_report_config.seq");
   if (cfg.devices < 0) throw config_error("log_report_config.devices must be positive");
-  a.devices = cfg.devices > 0 ? cfg.devices : facts.devices > 0 ? facts.devices : 1;
-  if (cfg.tokens_per_step > 0 || facts.tokens_per_step > 0) {
-    a.tokens_per_step =
-        double(cfg.tokens_per_step > 0 ? cfg.tokens_per_step : facts.tokens_per_step) / a.devices;
-  } else if (run.format == log_format::torchtitan) {
-    // tps is per device and covers the training time of the interval: tokens = tps × time.
+  // Tokens the log's own rate implies per step: tokens/s × step time (torchtitan: per device;
+  // llm.c and build-nanogpt: all processes).
+  double rate_tokens = NAN;
+  {
     std::vector<double> t;
     for (const auto& s : run.steps)
-      if (std::isfinite(s.log_tok_per_s) && s.log_tok_per_s > 0)
+      if (std::isfinite(s.log_tok_per_s) && s.log_tok_per_s > 0 && s.m.dt_ms > 0)
         t.push_back(s.log_tok_per_s * s.m.dt_ms / 1e3);
-    if (!t.empty()) {
-      a.tokens_per_step = detail::median(t);
-      a.tokens_derived = true;
-    }
+    if (!t.empty()) rate_tokens = detail::median(t);
+  }
+  const bool rate_per_device = run.format == log_format::torchtitan;
+  if (cfg.devices > 0) {
+    a.devices = cfg.devices;
+    a.devices_from = "given";
+  } else if (facts.devices > 0) {
+    a.devices = facts.devices;
+    a.devices_from = facts.devices_from.empty() ? "as the log states" : facts.devices_from;
+  } else if (facts.rank_tags > 1) {
+    a.devices = facts.rank_tags;
+    a.devices_from = "the log's lines carry " + std::to_string(facts.rank_tags) + " rank tags";
+  } else if (rate_per_device && std::isfinite(rate_tokens) && facts.tokens_per_step > 0 &&
+             double(facts.tokens_per_step) / rate_tokens >= 1.5 &&
+             double(facts.tokens_per_step) / rate_tokens < 1e6) {
+    // torchtitan: a step's global tokens over one device's share (tps × step time)
+    a.devices = int(std::lround(double(facts.tokens_per_step) / rate_tokens));
+    a.devices_from = "global batch tokens / tps per device";
+  } else {
+    a.devices = 1;
+    a.devices_assumed = true;
+    a.devices_from = "assumed: the log does not say";
+  }
+  if (cfg.tokens_per_step > 0) {
+    a.tokens_per_step = double(cfg.tokens_per_step) / a.devices;
+    a.tokens_from = "given";
+  } else if (rate_per_device && std::isfinite(rate_tokens)) {
+    // tps is per device and covers the training time of the interval: tokens = tps × time.
+    a.tokens_per_step = rate_tokens;
+    a.tokens_derived = true;
+    a.tokens_from = "tps per device x step time";
+  } else if (facts.tokens_per_step > 0) {
+    a.tokens_per_step = double(facts.tokens_per_step) / a.devices;
+    a.tokens_from = "as the log states";
+  } else if (std::isfinite(rate_tokens)) {
+    a.tokens_per_step = std::round(rate_tokens) / a.devices;  // tok/s of all processes
+    a.tokens_derived = true;
+    a.tokens_from = "tok/s x step time";
   }
   if (!(a.tokens_per_step > 0)) missing.push_back("log_report_config.tokens_per_step");
   if (cfg.peak_tflops < 0) throw config_error("log_report_config.peak_tflops must be positive");
@@ -253,6 +385,7 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
                        (missing.size() > 1 ? "them" : "it"));
   }
   a.flops_per_token = 6.0 * a.params + 12.0 * a.layers * double(a.width) * a.seq;
+  a.attention = facts.attention;
   a.flops_per_step = a.flops_per_token * a.tokens_per_step;
   a.floor_ms = a.flops_per_step / (a.peak_tflops * 1e12) * 1e3;
 
@@ -345,6 +478,12 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     if (i < a.warmup_lines) {  // the warm-up's excess is the warm-up's
       for (std::size_t e : at[i]) {
         event_cost c{run.events[e], NAN, event_cost::where_t::in_warmup};
+        if (run.events[e].kind == log_event::kind_t::pause) {
+          c.ms = run.events[e].ms;
+          c.stated = std::isfinite(c.ms);
+          a.pauses.push_back(c);
+          continue;
+        }
         (run.events[e].kind == log_event::kind_t::checkpoint ? a.saves : a.evals).push_back(c);
       }
       a.warmup_has_events = a.warmup_has_events || !at[i].empty();
@@ -354,6 +493,11 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     std::vector<std::size_t> unstated_saves, unstated_evals;
     for (std::size_t e : at[i]) {
       const auto& ev = run.events[e];
+      if (ev.kind == log_event::kind_t::pause) {  // stated or not, never a save's or eval's
+        a.pauses.push_back({ev, ev.ms, event_cost::where_t::costed, std::isfinite(ev.ms), false});
+        if (std::isfinite(ev.ms)) remaining = std::max(0.0, remaining - ev.ms);
+        continue;
+      }
       if (std::isfinite(ev.ms)) {
         event_cost c{ev, ev.ms, event_cost::where_t::costed, true, false};
         (ev.kind == log_event::kind_t::checkpoint ? ckpt_ms : eval_ms)[i] += ev.ms;
@@ -389,6 +533,10 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   }
   for (const auto& ev : run.events) {
     if (ev.timed_in < run.steps.size()) continue;
+    if (ev.kind == log_event::kind_t::pause) {
+      a.pauses.push_back({ev, ev.ms, event_cost::where_t::untimed, std::isfinite(ev.ms), false});
+      continue;
+    }
     (ev.kind == log_event::kind_t::checkpoint ? a.saves : a.evals)
         .push_back({ev, NAN, event_cost::where_t::untimed});
     ++(ev.kind == log_event::kind_t::checkpoint ? a.untimed_saves : a.untimed_evals);
@@ -402,6 +550,15 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   for (const auto& c : a.evals)
     if (std::isfinite(c.ms)) a.eval_ms_total += c.ms;
   if (!save_costs.empty()) a.save_ms_each = detail::median(save_costs);
+  for (const auto& c : a.pauses)
+    if (std::isfinite(c.ms)) a.pause_ms_total += c.ms;
+  {  // the save interval, where two saves at different steps are seen
+    std::vector<double> gaps;
+    for (std::size_t k = 1; k < a.saves.size(); ++k)
+      if (a.saves[k].event.step > a.saves[k - 1].event.step)
+        gaps.push_back(double(a.saves[k].event.step - a.saves[k - 1].event.step));
+    if (!gaps.empty()) a.save_interval = std::uint64_t(std::llround(detail::median(gaps)));
+  }
 
   // ---- spikes ---------------------------------------------------------------------------------
   for (std::size_t i = a.warmup_lines; i < run.steps.size(); ++i) {
@@ -429,6 +586,28 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   a.steps = rebuild(ckpt_ms, eval_ms, med);
   a.summary = summarize(a.steps, th, ctx);
   a.mfu_median = a.flops_per_step / (med / 1e3) / (a.peak_tflops * 1e12);
+  if (a.save_interval > 0 && std::isfinite(a.save_ms_each) && med > 0)
+    a.save_run_share = a.save_ms_each / (double(a.save_interval) * med + a.save_ms_each);
+
+  // ---- time gaps between timestamped step lines (the step times are the log's own) ---------
+  if (run.format != log_format::torchtitan && run.format != log_format::trainkit) {
+    for (std::size_t i = 1; i < run.steps.size(); ++i) {
+      const auto& p = run.steps[i - 1];
+      const auto& s = run.steps[i];
+      if (!std::isfinite(p.stamp_ms) || !std::isfinite(s.stamp_ms) || s.m.step <= p.m.step)
+        continue;
+      // The steps after p up to s: the unprinted ones at the steady rate, s at its own time.
+      const double expected = double(s.m.step - p.m.step - 1) * med + s.m.dt_ms;
+      const double observed = s.stamp_ms - p.stamp_ms;
+      // Second-resolution stamps: a gap within 1 s (+10%) of the expectation matches.
+      if (observed <= expected * 1.1 + 1000.0) {
+        ++a.gaps_steady;
+      } else {
+        a.stalls.push_back({s.m.step, s.m.step - p.m.step, observed, observed - expected,
+                            "time between the step lines that no step's time includes"});
+      }
+    }
+  }
 
   // ---- the log's own MFU ----------------------------------------------------------------------
   std::vector<double> printed, peaks, log_fpt;
@@ -453,8 +632,10 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
           fpt = s.log_tflops * 1e12 / s.log_tok_per_s;
         break;
       case log_format::trainkit:
-        fpt = a.flops_per_token;
+        fpt = facts.flops_per_token > 0 ? facts.flops_per_token : a.flops_per_token;
         break;
+      case log_format::build_nanogpt:
+        break;  // prints no MFU
     }
     if (!std::isfinite(fpt)) continue;
     log_fpt.push_back(fpt);
@@ -485,6 +666,8 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
       break;
     case log_format::trainkit:
       a.log_formula = "6·N + 12·L·C·T per token";
+      break;
+    case log_format::build_nanogpt:
       break;
   }
 
@@ -539,6 +722,15 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
         "; %zu checkpoint save(s) and %zu evaluation(s) are in no step time "
         "of this log, so their cost is not known",
         a.untimed_saves, a.untimed_evals);
+  if (a.mfu_median > 1.0) {
+    // Nothing runs above its peak: some input is wrong. No measurement, no verdict.
+    a.refused = true;
+    a.refusal = detail::refusal_text(a, cfg);
+    a.verdict = bottleneck::unknown;
+    a.evidence = a.refusal;
+    for (auto& m : a.steps) m.mfu = NAN;
+    a.summary = summarize(a.steps, th, {});
+  }
   a.summary.verdict = a.verdict;
   a.summary.evidence = a.evidence;
   return a;
@@ -557,24 +749,48 @@ inline std::string format_run_analysis(const run_analysis& a) {
     s += format(" (%llu steps not printed, taken at the median)",
                 (unsigned long long)a.unprinted_steps);
   if (a.skipped_lines > 0) s += format(", %zu other lines skipped", a.skipped_lines);
+  if (a.repeats > 0) s += format(", %zu step lines repeated by other ranks read once", a.repeats);
+  if (a.other_ranks > 0)
+    s += format(", %zu lines of ranks other than rank %d left out", a.other_ranks, a.rank);
   if (a.per_line) s += "; summarised one row per line";
   s += "\n";
+  if (a.first_step > 1)
+    s += format("window: an excerpt from %s %llu on; shares below are of this window\n", w,
+                (unsigned long long)a.first_step);
   s += format(
-      "model: 6·N + 12·L·C·T = %.4g FLOPs per token (N %s, L %d, C %d, T %d) x %s "
+      "model: %s6·N + 12·L·C·T = %.4g FLOPs per token (N %s%s, L %d, C %d, T %d) x %s "
       "tokens per step%s%s = %.4g FLOPs per step%s\n",
-      a.flops_per_token, detail::thousands(a.params).c_str(), a.layers, a.width, a.seq,
+      a.model_name.empty() ? "" : (a.model_name + ": ").c_str(), a.flops_per_token,
+      detail::thousands(a.params).c_str(), a.active ? " active" : "", a.layers, a.width, a.seq,
       detail::thousands(a.tokens_per_step).c_str(),
       a.devices > 1 ? format(" on each of %d devices", a.devices).c_str() : "",
-      a.tokens_derived ? " (tokens/s x step time)" : "", a.flops_per_step,
+      a.tokens_derived ? format(" (%s)", a.tokens_from.c_str()).c_str() : "", a.flops_per_step,
       a.devices > 1 ? " per device" : "");
-  s += format_summary_body(a.summary);
+  s += format("devices: %d (%s); MFU is per device: one device's FLOP/s over its dense peak\n",
+              a.devices,
+              a.devices_assumed ? "assumed: the log does not say how many; give the count if it "
+                                  "used more"
+                                : a.devices_from.c_str());
+  if (!a.attention.empty()) s += "attention: " + a.attention + "\n";
+  {
+    std::string body = format_summary_body(a.summary);
+    if (a.refused) body = detail::unstated_mfu(std::move(body));
+    s += body;
+  }
   s += "phases: the log does not split a step; time outside evaluations and checkpoint saves "
        "shows as compute\n";
-  s += format(
-      "floor: %.2f s per step at 100%% of the dense bf16 peak %.4g TFLOP/s (%s); the "
-      "median step, %.2f s, is %.2fx the floor: MFU %.1f%%\n",
-      a.floor_ms / 1e3, a.peak_tflops, a.peak_source.c_str(), a.summary.median_step_ms / 1e3,
-      a.summary.median_step_ms / a.floor_ms, 100 * a.mfu_median);
+  if (a.refused) {
+    s += format(
+        "floor: not stated: at 100%% of the %.4g TFLOP/s peak (%s) a step would take %.2f s, "
+        "but the median step took %.2f s\n",
+        a.peak_tflops, a.peak_source.c_str(), a.floor_ms / 1e3, a.summary.median_step_ms / 1e3);
+  } else {
+    s += format(
+        "floor: %.2f s per step at 100%% of the dense bf16 peak %.4g TFLOP/s (%s); the "
+        "median step, %.2f s, is %.2fx the floor: MFU %.1f%%\n",
+        a.floor_ms / 1e3, a.peak_tflops, a.peak_source.c_str(), a.summary.median_step_ms / 1e3,
+        a.summary.median_step_ms / a.floor_ms, 100 * a.mfu_median);
+  }
   if (a.warmup_lines > 0) {
     s += format("warm-up: %s %llu", w, (unsigned long long)a.first_step);
     if (a.warmup_lines > 1)
@@ -642,10 +858,55 @@ inline std::string format_run_analysis(const run_analysis& a) {
   if (std::isfinite(a.memory_gib))
     s += format("memory: %.2f GiB reserved at most (as the log states)\n", a.memory_gib);
   list_events(a.saves, "checkpoint saves", a.save_ms_total);
+  if (std::isfinite(a.save_run_share))
+    s += format("checkpoint saves in a whole run: a save every %llu %ss costs ~%.1f%% of the run\n",
+                (unsigned long long)a.save_interval, w, 100 * a.save_run_share);
   list_events(a.evals, "evaluations", a.eval_ms_total);
-  if (std::isfinite(a.log_mfu)) {
+  if (!a.pauses.empty()) {
+    std::size_t gc = 0, prof = 0;
+    for (const auto& c : a.pauses) (c.event.what == "garbage collection" ? gc : prof) += 1;
+    s += format(
+        "pauses: %zu garbage collection(s), %zu profiler dump(s), %.2f s in all as the "
+        "log states = %.2f%% of wall time\n",
+        gc, prof, a.pause_ms_total / 1e3, 100 * a.pause_ms_total / (a.wall_ms > 0 ? a.wall_ms : 1));
+  }
+  if (a.gaps_steady + a.stalls.size() > 0) {
+    s += format(
+        "time gaps: %zu between timestamped step lines match the steps between them at "
+        "the steady rate (unprinted steps, or pieces of a run joined), %zu do not",
+        a.gaps_steady, a.stalls.size());
+    double stall_ms = 0;
+    for (const auto& p : a.stalls) stall_ms += p.excess_ms;
+    if (!a.stalls.empty())
+      s += format(
+          ": %.1f s outside every step's time (a stall, or work the log's step timer "
+          "does not cover), the largest before %s %llu",
+          stall_ms / 1e3, w,
+          (unsigned long long)
+              std::max_element(a.stalls.begin(), a.stalls.end(), [](const auto& x, const auto& y) {
+                return x.excess_ms < y.excess_ms;
+              })->step);
+    s += "\n";
+  }
+  if (std::isfinite(a.log_mfu) && !std::isfinite(a.log_flops_per_token)) {
+    // torchtitan's 2024 lines print mfu and wps but no tflops: count and peak stay together.
+    s += format(
+        "the log's own MFU: %.1f%% (it prints no FLOP/s, so its FLOP count and its peak cannot "
+        "be told apart)",
+        100 * a.log_mfu);
+    if (a.refused)
+      s += "; trainkit's count gives no figure (see the verdict)\n";
+    else
+      s += format("; trainkit's count against the %.4g TFLOP/s peak gives %.1f%%\n", a.peak_tflops,
+                  100 * a.mfu_median);
+  } else if (std::isfinite(a.log_mfu)) {
     s += format("the log's own MFU: %.1f%%, its FLOPs %s", 100 * a.log_mfu, a.log_formula.c_str());
-    if (std::isfinite(a.log_peak_tflops)) {
+    if (std::isfinite(a.log_peak_tflops) && a.refused) {
+      s += format(
+          " (with these inputs its figure implies a %.4g TFLOP/s peak: another sign that an "
+          "input is off)",
+          a.log_peak_tflops);
+    } else if (std::isfinite(a.log_peak_tflops)) {
       // The device the log names when its table peak is the one reproduced, else the table's.
       const auto named =
           a.log_device.empty() ? std::nullopt : peak_tflops(a.log_device, compute_dtype::bf16);
@@ -656,15 +917,21 @@ inline std::string format_run_analysis(const run_analysis& a) {
       if (!owner.empty()) s += format(" (the %s's dense bf16 peak)", owner.c_str());
       if (a.format == log_format::nanogpt) s += ", nanoGPT's constant for every device";
     }
-    s += format("; trainkit's count against the %.4g TFLOP/s peak gives %.1f%%\n", a.peak_tflops,
-                100 * a.mfu_median);
+    if (a.refused)
+      s += "; trainkit's count gives no figure (see the verdict)\n";
+    else
+      s += format("; trainkit's count against the %.4g TFLOP/s peak gives %.1f%%\n", a.peak_tflops,
+                  100 * a.mfu_median);
   } else if (a.format != log_format::trainkit) {
     s += "the log's own MFU: not printed";
     if (a.format == log_format::llmc)
       s += " (llm.c prints -100% when its table, llmc/mfu.h, lacks the device)";
     s += "\n";
   }
-  s += format("verdict: %s — %s\n", bottleneck_name(a.verdict), a.evidence.c_str());
+  if (a.refused)
+    s += "verdict: none — " + a.evidence + "\n";
+  else
+    s += format("verdict: %s — %s\n", bottleneck_name(a.verdict), a.evidence.c_str());
   return s;
 }
 

@@ -19,6 +19,16 @@
 // timestamps see everything, so a step's wall time here is the time between two step lines
 // (or the "Training starts" line) over the steps between them. The MFU is tflops over
 // tools/utils.py's get_peak_flops for the device name (989 TFLOP/s for an H200).
+// Older generations, read too: 2024's train.py logged "wps: {round(wps):,}  mfu: {mfu:.2f}%"
+// (words per second per device, no grad_norm or tflops) behind the prefix "%(asctime)s -
+// %(name)s - %(levelname)s - " without "[titan]", and "Training starts at step 1, with local
+// batch size B, global batch size G, sequence length T, ..." (the tokens of a step: G·T);
+// checkpoint messages changed wording ("Saving checkpoint at step N.", "Finished saving the
+// checkpoint (or staging if async is enabled)in X seconds."); garbage collection ("[GC] ... X
+// seconds.") and profiler dumps ("Finished dumping profiler traces in X seconds") are pauses with a
+// stated duration. The lines arrive through detail/log_lines.hpp: torchrun's "[rank0]:" and the
+// logger's prefix are stripped there, the timestamp kept, and a step line every rank printed is
+// read once.
 #pragma once
 
 #include <cmath>
@@ -28,65 +38,13 @@
 #include <string_view>
 #include <vector>
 
+#include "trainkit/report/detail/log_lines.hpp"
 #include "trainkit/report/detail/log_scan.hpp"
 #include "trainkit/report/run_log.hpp"
 
 namespace trainkit::report {
 
 namespace detail {
-
-/// Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's algorithm).
-inline long long days_from_civil(long long y, unsigned m, unsigned d) noexcept {
-  y -= m <= 2;
-  const long long era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = unsigned(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + (long long)doe - 719468;
-}
-
-/// A torchtitan line split into the logger's time (ms since 1970, nullopt without the prefix;
-/// whole milliseconds, so differences are exact) and message.
-struct titan_line {
-  std::optional<long long> ms;
-  std::string message;
-};
-
-/// "[titan] 2025-01-10 10:00:01,234 - root - INFO - msg" → {time, "msg"}; a line without the
-/// prefix is all message.
-inline titan_line split_titan_line(std::string_view raw) {
-  titan_line out;
-  const std::string line = strip_ansi(raw);
-  std::string_view s = trim(line);
-  scanner sc{s};
-  if (sc.lit("[titan]")) {
-    const auto y = sc.digits();
-    std::optional<std::uint64_t> mo, d, h, mi, se, ms;
-    if (y && sc.lit("-") && (mo = sc.digits()) && sc.lit("-") && (d = sc.digits()) &&
-        (h = sc.digits()) && sc.lit(":") && (mi = sc.digits()) && sc.lit(":") &&
-        (se = sc.digits()) && sc.lit(",") && (ms = sc.digits()) && *y < 10000 && *mo >= 1 &&
-        *mo <= 12 && *d >= 1 && *d <= 31 && *h < 24 && *mi < 60 && *se < 61 && *ms < 1000) {
-      out.ms = (days_from_civil((long long)*y, unsigned(*mo), unsigned(*d)) * 86400 +
-                (long long)(*h * 3600 + *mi * 60 + *se)) *
-                   1000 +
-               (long long)*ms;
-      // " - name - LEVEL - ": the message follows the third " - ".
-      std::string_view rest = s.substr(sc.i);
-      for (int k = 0; k < 3; ++k) {
-        const auto at = rest.find(" - ");
-        if (at == std::string_view::npos) {
-          rest = {};
-          break;
-        }
-        rest = rest.substr(at + 3);
-      }
-      out.message = std::string(trim(rest));
-      return out;
-    }
-  }
-  out.message = std::string(s);
-  return out;
-}
 
 /// The number after `key` anywhere in `s` ("tps: 1,234" → 1234), or nullopt.
 inline std::optional<double> titan_field(std::string_view s, std::string_view key) {
@@ -96,38 +54,52 @@ inline std::optional<double> titan_field(std::string_view s, std::string_view ke
   return sc.number();
 }
 
+/// Tokens per second per device: "tps:" (2025 on) or "wps:" (2024).
+inline std::optional<double> titan_rate(std::string_view s) {
+  if (auto v = titan_field(s, "tps:")) return v;
+  return titan_field(s, "wps:");
+}
+
 }  // namespace detail
 
 /// True when `line` is a torchtitan step line (sniffing).
 inline bool is_torchtitan_step_line(std::string_view line) {
-  const auto l = detail::split_titan_line(line);
-  detail::scanner sc{l.message};
+  detail::scanner sc{line};
   return sc.lit("step:") && sc.whole() && sc.lit("loss:") &&
-         l.message.find("tps:") != std::string::npos;
+         (line.find("tps:") != std::string_view::npos ||
+          line.find("wps:") != std::string_view::npos);
 }
 
 /// torchtitan's log as a run_log; lines of no rule are counted in `skipped`. Throws format_error
 /// when step lines carry no timestamps (the logger's prefix): then no step has a wall time.
-inline run_log parse_torchtitan_log(std::span<const std::string> lines, const std::string& source) {
+inline run_log parse_torchtitan_log(const detail::normalised_log& log, const std::string& source) {
   run_log run;
   run.format = log_format::torchtitan;
   run.source = source;
-  run.lines = lines.size();
+  run.lines = log.total;
+  run.other_ranks = log.other_ranks;
+  run.rank = log.rank;
+  run.facts.rank_tags = log.ranks_seen;
   long long prev_ms = 0;        // time of the previous step line (or of "Training starts")
   std::uint64_t prev_step = 0;  // its step; the next line covers the steps after it
   bool have_prev = false;
   std::size_t untimed_steps = 0;     // step lines without a timestamp
   std::vector<std::size_t> pending;  // events since the last step line: timed in the next one
-  for (std::size_t n = 0; n < lines.size(); ++n) {
-    if (detail::trim(lines[n]).empty()) continue;
-    const auto l = detail::split_titan_line(lines[n]);
-    const std::string_view msg = l.message;
+  for (std::size_t n = 0; n < log.lines.size(); ++n) {
+    const auto& l = log.lines[n];
+    const std::string_view msg = l.text;
     detail::scanner sc{msg};
     if (sc.lit("step:")) {
       const auto step = sc.whole();
-      const auto loss = sc.lit("loss:") ? sc.number() : std::nullopt;
-      const auto tps = detail::titan_field(msg, "tps:");
+      std::optional<double> loss;
+      if (sc.lit("loss:")) loss = sc.number();
+      const auto tps = detail::titan_rate(msg);
       if (step && loss && tps) {
+        if (have_prev && *step == prev_step && run.last_step_index + 1 == n) {
+          ++run.repeats;  // another rank's copy of the line just read (no rank tags)
+          run.last_step_index = n;
+          continue;
+        }
         if (!l.ms) {
           ++untimed_steps;
           ++run.skipped;
@@ -135,7 +107,8 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
         }
         if (have_prev && *step > prev_step && *l.ms >= prev_ms) {
           logged_step s;
-          s.line = n + 1;
+          s.line = l.line;
+          s.stamp_ms = double(*l.ms);
           s.m.step = *step;
           s.m.loss = *loss;
           s.covers = *step - prev_step;
@@ -146,10 +119,10 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
           const auto mfu = detail::titan_field(msg, "mfu:");  // nullopt for "N/A"
           s.log_mfu = mfu ? *mfu / 100 : NAN;
           s.memory_gib = detail::titan_field(msg, "memory:").value_or(NAN);
-          detail::push_step(run, s);
+          detail::push_step(run, s, n);
           for (std::size_t e : pending) run.events[e].timed_in = run.steps.size() - 1;
         } else if (!have_prev) {
-          run.warnings.push_back(source + ":" + std::to_string(n + 1) + ": step " +
+          run.warnings.push_back(source + ":" + std::to_string(l.line) + ": step " +
                                  std::to_string(*step) +
                                  " has no earlier time to measure from (no \"Training starts\" "
                                  "line): left out");
@@ -158,6 +131,7 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
         prev_ms = *l.ms;
         prev_step = *step;
         have_prev = true;
+        run.last_step_index = n;
         continue;
       }
       ++run.skipped;
@@ -166,12 +140,13 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
     sc = {msg};
     if (sc.lit("validate step:")) {
       const auto step = sc.whole();
-      const auto loss = sc.lit("loss:") ? sc.number() : std::nullopt;
+      std::optional<double> loss;
+      if (sc.lit("loss:")) loss = sc.number();
       if (step && loss) {
         log_event e;
         e.kind = log_event::kind_t::eval;
         e.step = *step;
-        e.line = n + 1;
+        e.line = l.line;
         e.val_loss = *loss;
         run.events.push_back(e);
         pending.push_back(run.events.size() - 1);
@@ -180,18 +155,53 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
         continue;
       }
     }
-    if (msg == "Saving the checkpoint." || msg == "Staging the checkpoint." ||
-        msg.starts_with("Saving the checkpoint (or staging")) {
+    if ((msg.starts_with("Saving ") || msg.starts_with("Staging ")) &&
+        msg.find("checkpoint") != std::string_view::npos && !msg.starts_with("Saving the last")) {
+      // "Saving the checkpoint.", "Saving the checkpoint (or staging if async is enabled).",
+      // "Staging the checkpoint.", "Saving checkpoint at step N." (generations of dcp.py)
       log_event e;
       e.kind = log_event::kind_t::checkpoint;
-      e.step = have_prev ? prev_step : 0;
-      e.line = n + 1;
+      const auto at = msg.find("at step ");
+      detail::scanner st{msg, at == std::string_view::npos ? msg.size() : at + 8};
+      const auto step_said = st.whole();
+      e.step = step_said ? *step_said : have_prev ? prev_step : 0;
+      e.line = l.line;
       run.events.push_back(e);
       pending.push_back(run.events.size() - 1);
       continue;
     }
     sc = {msg};
-    if (sc.lit("Finished saving the checkpoint") || sc.lit("Finished staging the checkpoint")) {
+    if (sc.lit("[GC]") || sc.lit("Dumping profiler traces") ||
+        sc.lit("Finished dumping profiler traces")) {
+      // "[GC] Peforming periodical GC collection. 0.06 seconds." (tools/utils.py GarbageCollection)
+      // "Dumping profiler traces at step N" / "Finished dumping profiler traces in X seconds"
+      // (tools/profiling.py): pauses with a stated duration, timed in the next step line.
+      const bool gc = msg.starts_with("[GC]");
+      const bool start = msg.starts_with("Dumping");
+      std::optional<double> secs;
+      if (!start) {
+        const auto sec = msg.rfind(" seconds");
+        std::size_t from = sec == std::string_view::npos ? 0 : sec;
+        while (from > 0 &&
+               (std::isdigit(static_cast<unsigned char>(msg[from - 1])) || msg[from - 1] == '.'))
+          --from;
+        if (sec != std::string_view::npos) secs = detail::to_number(msg.substr(from, sec - from));
+      }
+      if (gc || !start) {
+        log_event e;
+        e.kind = log_event::kind_t::pause;
+        e.what = gc ? "garbage collection" : "profiler trace dump";
+        e.step = have_prev ? prev_step : 0;
+        e.line = l.line;
+        if (secs && *secs >= 0) e.ms = *secs * 1000;
+        run.events.push_back(e);
+        pending.push_back(run.events.size() - 1);
+      }
+      continue;
+    }
+    sc = {msg};
+    if (sc.lit("Finished saving the checkpoint") || sc.lit("Finished staging the checkpoint") ||
+        sc.lit("Finished saving checkpoint")) {
       const auto in = msg.rfind("in ");
       detail::scanner t{msg, in == std::string_view::npos ? msg.size() : in + 3};
       if (const auto s = t.number(); s && t.lit("seconds") && *s >= 0 && !run.events.empty() &&
@@ -202,6 +212,14 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
     }
     sc = {msg};
     if (sc.lit("Training starts at step ")) {
+      // 2024: "Training starts at step 1, with local batch size 5, global batch size 20,
+      // sequence length 8192, total steps 100 (warmup 200)"
+      const auto gbs = detail::titan_field(msg, "global batch size");
+      const auto seq = detail::titan_field(msg, "sequence length");
+      if (gbs && seq && *gbs >= 1 && *seq >= 1 && *gbs * *seq < 1e15) {
+        run.facts.tokens_per_step = std::uint64_t(*gbs * *seq);
+        if (*seq < 1 << 30) run.facts.seq = int(*seq);
+      }
       if (const auto s = sc.whole(); s && *s >= 1 && l.ms) {
         prev_ms = *l.ms;
         prev_step = *s - 1;
@@ -223,6 +241,7 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
       }
       if (all && devices < 1e9) {
         run.facts.devices = int(devices);
+        run.facts.devices_from = "torchtitan's device mesh line";
         continue;
       }
     }
@@ -241,6 +260,11 @@ inline run_log parse_torchtitan_log(std::span<const std::string> lines, const st
                        "(\"[titan] YYYY-MM-DD HH:MM:SS,mmm - ...\"): no step has a wall "
                        "time to report");
   return run;
+}
+
+/// torchtitan's log from raw lines.
+inline run_log parse_torchtitan_log(std::span<const std::string> lines, const std::string& source) {
+  return parse_torchtitan_log(detail::normalise_log(lines), source);
 }
 
 }  // namespace trainkit::report

@@ -26,8 +26,28 @@
 #include "trainkit/trainer/sinks/jsonl.hpp"
 #include "trainkit/trainer/sinks/tensorboard.hpp"
 #include "trainkit/trainer/step_metrics.hpp"
+#include "trainkit/trainer/throughput.hpp"
 
 namespace trainkit {
+
+/// The run header of a fresh metrics file (trainer/metrics.hpp): the config's meta, the ranks,
+/// the tokens of a step over all ranks, the FLOP count and the device and peak MFU is stated
+/// against (the model's own device name when it has one, as throughput.hpp looks it up).
+template <class Model>
+run_header make_run_header(const Model& model, const trainer_config& cfg, const step_rates& rates,
+                           int world_size, std::uint64_t tokens_per_step, int seq_len) {
+  run_header h;
+  h.meta = cfg.meta;
+  h.world_size = world_size;
+  h.tokens_per_step = tokens_per_step;
+  h.seq_len = seq_len;
+  h.flops_per_token = rates.flops_per_token;
+  h.device = cfg.mfu.device_name;
+  if constexpr (model::names_its_device<Model>) h.device = model.device_name();
+  h.peak_tflops = rates.peak;
+  h.dtype = cfg.mfu.dtype == compute_dtype::bf16 ? "bf16" : "f32";
+  return h;
+}
 
 /// What `trainer::run()` returns.
 struct run_result {
@@ -53,14 +73,16 @@ class run_output {
   console_sink& console() noexcept { return console_; }
   void on_step(step_callback callback) { callback_ = std::move(callback); }
 
-  /// At the start of a run: the metrics file (appended to after a resume) and TensorBoard. A
-  /// callback's time from an earlier run() is not this run's.
-  void open_files(bool resumed) {
+  /// At the start of a run: the metrics file (appended to after a resume; a fresh one opens
+  /// with `header`) and TensorBoard. A callback's time from an earlier run() is not this run's.
+  void open_files(bool resumed, const std::optional<run_header>& header = std::nullopt) {
     callback_ms_ = 0;
-    files_.emplace(
-        settings_.metrics_path.empty() ? jsonl_sink() : jsonl_sink(settings_.metrics_path, resumed),
-        settings_.tensorboard_dir.empty() ? tensorboard_sink()
-                                          : tensorboard_sink(settings_.tensorboard_dir));
+    jsonl_sink metrics =
+        settings_.metrics_path.empty() ? jsonl_sink() : jsonl_sink(settings_.metrics_path, resumed);
+    if (header) metrics.write_header(*header);
+    files_.emplace(std::move(metrics), settings_.tensorboard_dir.empty()
+                                           ? tensorboard_sink()
+                                           : tensorboard_sink(settings_.tensorboard_dir));
   }
 
   /// The previous step's callback time, to be booked to this step's log_ms (once).

@@ -173,9 +173,10 @@ class trainer {
         auto state = gather_state();
         checkpointer_.prepare(common_part(state));
       }
-    output_.open_files(result.resumed);
     const step_rates rates = measure_step_rates(model_, train_.seq_len(), cfg_.mfu,
                                                 output_.console(), result.calibration);
+    output_.open_files(result.resumed, make_run_header(model_, cfg_, rates, world_size(),
+                                                       tokens_per_step(), int(train_.seq_len())));
     std::uint64_t last_saved = step_;
     stopwatch step_clock;  // lapped once per step: consecutive steps tile the run's wall time
 

@@ -3,6 +3,7 @@
 // Each step is appended as `to_json_line` writes it (trainer/metrics.hpp; docs/architecture.md,
 // "Metrics") and flushed at once, so a crashed run's file is still a valid report input; a run
 // resumed after such a crash appends to the same file, first ending a line the crash cut off.
+// A fresh file (not appended to, or empty) opens with the run header line (to_json_header).
 #pragma once
 
 #include <cerrno>
@@ -29,6 +30,9 @@ class jsonl_sink {
       std::filesystem::create_directories(path.parent_path(), ec);
     }
     const bool needs_newline = append && ends_mid_line(path);
+    std::error_code size_ec;
+    fresh_ = !append || !std::filesystem::exists(path, size_ec) ||
+             std::filesystem::file_size(path, size_ec) == 0;
     file_.open(path, append ? std::ios::app : std::ios::trunc);
     if (!file_)
       throw io_error("cannot open metrics file " + path.string() + ": " + std::strerror(errno));
@@ -37,6 +41,14 @@ class jsonl_sink {
   }
 
   bool is_open() const noexcept { return file_.is_open(); }
+  /// Whether the file had no lines when opened: a fresh run's, which gets the run header.
+  bool fresh() const noexcept { return file_.is_open() && fresh_; }
+
+  /// Writes the run header line when the file is fresh (a resumed run's file keeps its own).
+  void write_header(const run_header& h) {
+    if (fresh()) write(to_json_header(h));
+    fresh_ = false;
+  }
 
   void on_step(const step_metrics& m) { write(to_json_line(m)); }
   void on_end(const run_summary&) noexcept {}  // every line is flushed as it is written
@@ -59,6 +71,7 @@ class jsonl_sink {
 
   std::filesystem::path path_;
   std::ofstream file_;
+  bool fresh_ = false;
 };
 
 static_assert(step_sink<jsonl_sink>);
