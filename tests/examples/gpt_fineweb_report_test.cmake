@@ -84,6 +84,13 @@ file(WRITE ${WORK}/ranks.jsonl
   "{\"step\":2,\"loss\":4.9,\"tokens\":100,\"dt_ms\":10.0,\"compute_ms\":10.0,\"tflops\":1186.8,\"mfu\":1.2}\n")
 expect_exit(0 "" report ${WORK}/ranks.jsonl)
 expect_out("run: model d12, attention cudnn, 2 ranks" "devices: 2 \\(the run header\\)" "MFU 60\\.0%")
+# Files written since the trainer's lines are per device ("mfu_per":"device: ..."): not divided again.
+file(WRITE ${WORK}/per_device.jsonl
+  "{\"run\":{\"model\":\"d12\",\"mfu_per\":\"device: all ranks' FLOP/s / world_size / one device's peak\",\"world_size\":2,\"peak_tflops\":989,\"dtype\":\"bf16\"}}\n"
+  "{\"step\":1,\"loss\":5.0,\"tokens\":100,\"dt_ms\":10.0,\"compute_ms\":10.0,\"tflops\":1186.8,\"mfu\":0.6}\n"
+  "{\"step\":2,\"loss\":4.9,\"tokens\":100,\"dt_ms\":10.0,\"compute_ms\":10.0,\"tflops\":1186.8,\"mfu\":0.6}\n")
+expect_exit(0 "" report ${WORK}/per_device.jsonl)
+expect_out("devices: 2 \\(the run header\\)" "MFU 60\\.0%")
 file(WRITE ${WORK}/old_ranks.jsonl
   "{\"step\":1,\"loss\":5.0,\"tokens\":100,\"dt_ms\":10.0,\"compute_ms\":10.0,\"tflops\":1186.8,\"mfu\":1.2}\n"
   "{\"step\":2,\"loss\":4.9,\"tokens\":100,\"dt_ms\":10.0,\"compute_ms\":10.0,\"tflops\":1186.8,\"mfu\":1.2}\n")

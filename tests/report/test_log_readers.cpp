@@ -246,8 +246,8 @@ TEST(RunHeader, RoundTripAndPerDeviceMfu) {
   ASSERT_TRUE(line.starts_with("{\"run\":{")) << line;
   const std::string text =
       line +
-      "\n{\"step\":1,\"loss\":5.0,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":1.2}\n"
-      "{\"step\":2,\"loss\":4.9,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":1.2}\n";
+      "\n{\"step\":1,\"loss\":5.0,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":0.6}\n"
+      "{\"step\":2,\"loss\":4.9,\"tokens\":16384,\"dt_ms\":10.0,\"mfu\":0.6}\n";
   std::istringstream in(text);
   const auto file = tk::parse_metrics_jsonl(in, "m.jsonl");
   ASSERT_TRUE(file.run.has_value());
@@ -262,7 +262,14 @@ TEST(RunHeader, RoundTripAndPerDeviceMfu) {
   EXPECT_EQ(run.facts.devices, 2);
   EXPECT_EQ(run.facts.attention, "cudnn");
   EXPECT_EQ(run.facts.tokens_per_step, 16384u);
-  EXPECT_DOUBLE_EQ(run.steps[0].log_mfu, 0.6) << "every rank's FLOPs over one device's peak / 2";
+  EXPECT_DOUBLE_EQ(run.steps[0].log_mfu, 0.6) << "the lines' mfu is per device: not divided again";
+  // A header from before the lines were per device says so; its lines are divided by the ranks.
+  std::string older = text;
+  const std::string per = "device: all ranks' FLOP/s / world_size / one device's peak";
+  older.replace(older.find(per), per.size(), "all ranks' FLOP/s over one device's peak");
+  for (std::size_t at; (at = older.find("\"mfu\":0.6")) != std::string::npos;)
+    older.replace(at, 9, "\"mfu\":1.2");
+  EXPECT_DOUBLE_EQ(parse(older).steps[0].log_mfu, 0.6) << "every rank's FLOPs / one peak / 2";
   // A file without the header (written before it existed) is read as before.
   std::istringstream old("{\"step\":1,\"loss\":5.0,\"tokens\":1,\"dt_ms\":10.0}\n");
   const auto o = tk::parse_metrics_jsonl(old, "old.jsonl");

@@ -278,6 +278,19 @@ TEST(Trainer, MeasuresAndShowsWhatItsNestedSettingsSay) {
   EXPECT_EQ(silent.str(), "");
 }
 
+// Over N ranks a step's tflops is every rank's together and its mfu one device's share of it over
+// one device's peak: N ranks never read N times too high.
+TEST(Trainer, MfuIsPerDeviceOverRanks) {
+  tk::step_metrics m;
+  m.tokens = 1000;  // all ranks' tokens, as the trainer counts them
+  const tk::step_rates one{1e9, 0.5, 0.25, 1}, two{1e9, 0.5, 0.25, 2};
+  const auto a = tk::with_rates(m, 100.0, one), b = tk::with_rates(m, 100.0, two);
+  EXPECT_DOUBLE_EQ(a.tflops, b.tflops);
+  EXPECT_DOUBLE_EQ(b.mfu, b.tflops / 2 / 0.5);
+  EXPECT_DOUBLE_EQ(b.mfu_calibrated, b.tflops / 2 / 0.25);
+  EXPECT_DOUBLE_EQ(a.mfu, 2 * b.mfu);
+}
+
 namespace {
 /// A reducer whose finish() blocks like an all-reduce that backward did not hide (one process:
 /// single's clipping step).

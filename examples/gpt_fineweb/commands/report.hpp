@@ -143,8 +143,10 @@ inline int report_trainkit_metrics(const report_options& o, std::ostream& out) {
   auto file = trainkit::read_metrics_jsonl(o.log);
   for (const auto& w : file.warnings) std::cerr << "gpt_fineweb: warning: " << w << "\n";
   if (file.steps.empty()) throw trainkit::format_error(o.log + ": no step lines");
-  // The step lines' mfu is all ranks' FLOP/s over one device's peak: per device it is that over
-  // the ranks, which the run header states (older files: --gpus).
+  // The step lines' tflops is all ranks' together; their mfu is per device in files whose run
+  // header says so ("mfu_per":"device: ..."), else (older files) all ranks' FLOP/s over one
+  // device's peak, which the ranks (the header's world_size, or --gpus) divide.
+  const bool mfu_per_device = file.run && file.run->get("mfu_per").rfind("device", 0) == 0;
   int ranks = 1;
   std::string ranks_from = "assumed: the file has no run header; give --gpus if the run had more";
   if (file.run) {
@@ -169,8 +171,10 @@ inline int report_trainkit_metrics(const report_options& o, std::ostream& out) {
   }
   if (ranks > 1) {
     for (auto& m : file.steps) {
-      m.mfu /= ranks;
-      m.mfu_calibrated /= ranks;
+      if (!mfu_per_device) {
+        m.mfu /= ranks;
+        m.mfu_calibrated /= ranks;
+      }
       m.tflops /= ranks;
     }
     out << "devices: " << ranks << " (" << ranks_from

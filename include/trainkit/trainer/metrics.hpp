@@ -88,8 +88,8 @@ inline std::string json_string(std::string_view s) {
 
 /// The run header line (no trailing newline): {"run":{meta..., "world_size":N, ...}}. The meta
 /// entries come first; the measured keys after them win over a meta entry of the same name. The
-/// step lines' "mfu" is all ranks' FLOP/s over one device's peak: per device it is mfu /
-/// world_size (what `gpt_fineweb report` states).
+/// step lines' "tflops" is all ranks' together and their "mfu" is per device: tflops / world_size
+/// over one device's peak.
 inline std::string to_json_header(const run_header& h) {
   std::map<std::string, std::string> fields;  // key -> JSON value
   for (const auto& [k, v] : h.meta) fields[k] = detail::json_string(v);
@@ -105,7 +105,8 @@ inline std::string to_json_header(const run_header& h) {
   num("peak_tflops", h.peak_tflops > 0 ? h.peak_tflops : NAN, "%.6g");
   fields["device_name"] = detail::json_string(h.device);
   fields["dtype"] = detail::json_string(h.dtype);
-  fields["mfu_per"] = detail::json_string("all ranks' FLOP/s over one device's peak");
+  fields["mfu_per"] =
+      detail::json_string("device: all ranks' FLOP/s / world_size / one device's peak");
   std::string s = "{\"run\":{";
   bool first = true;
   for (const auto& [k, v] : fields) {

@@ -30,6 +30,7 @@ struct step_rates {
   double flops_per_token = 0;
   double peak = 0;        // TFLOP/s; 0 = unknown (no MFU)
   double calibrated = 0;  // measured GEMM TFLOP/s; 0 = not measured
+  int devices = 1;        // ranks, one device each: MFU is per device (all ranks' FLOP/s / devices)
 };
 
 /// `m` with dt_ms = `dt_ms`, other_ms its part outside the phases and the rates derived.
@@ -38,8 +39,11 @@ inline step_metrics with_rates(step_metrics m, double dt_ms, const step_rates& r
   m.other_ms = std::max(0.0, dt_ms - m.phases_ms());
   m.tok_per_s = dt_ms > 0 ? double(m.tokens) / (dt_ms / 1e3) : 0;
   m.tflops = r.flops_per_token * m.tok_per_s / 1e12;
-  m.mfu = r.peak > 0 ? m.tflops / r.peak : NAN;
-  m.mfu_calibrated = r.calibrated > 0 ? m.tflops / r.calibrated : NAN;
+  // tflops is the whole run's (every rank's tokens); a device's share of it is what one device's
+  // peak can be compared with. Over N ranks all-ranks/one-peak reads N times too high.
+  const double per_device = m.tflops / double(std::max(1, r.devices));
+  m.mfu = r.peak > 0 ? per_device / r.peak : NAN;
+  m.mfu_calibrated = r.calibrated > 0 ? per_device / r.calibrated : NAN;
   return m;
 }
 
@@ -71,12 +75,12 @@ gemm_calibration run_calibration(Model& model, double peak, console_sink& consol
   return c;
 }
 
-/// The rates of a run of sequences of `seq_len` tokens; calibrates first when `mfu.calibrate`
-/// (the result lands in `calibration`).
+/// The rates of a run of sequences of `seq_len` tokens on `devices` ranks; calibrates first
+/// when `mfu.calibrate` (the result lands in `calibration`).
 template <class Model>
-step_rates measure_step_rates(Model& model, int seq_len, const mfu_settings& mfu,
+step_rates measure_step_rates(Model& model, int seq_len, int devices, const mfu_settings& mfu,
                               console_sink& console, gemm_calibration& calibration) {
-  step_rates r{double(model.flops_per_token(seq_len)), peak_tflops_for(model, mfu), 0};
+  step_rates r{double(model.flops_per_token(seq_len)), peak_tflops_for(model, mfu), 0, devices};
   if (mfu.calibrate) calibration = run_calibration(model, r.peak, console);
   r.calibrated = calibration.tflops;
   return r;

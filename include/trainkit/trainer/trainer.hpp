@@ -173,7 +173,7 @@ class trainer {
         auto state = gather_state();
         checkpointer_.prepare(common_part(state));
       }
-    const step_rates rates = measure_step_rates(model_, train_.seq_len(), cfg_.mfu,
+    const step_rates rates = measure_step_rates(model_, train_.seq_len(), world_size(), cfg_.mfu,
                                                 output_.console(), result.calibration);
     output_.open_files(result.resumed, make_run_header(model_, cfg_, rates, world_size(),
                                                        tokens_per_step(), int(train_.seq_len())));
