@@ -19,7 +19,7 @@
 #include <string>
 
 #include "trainkit/core/batch.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 

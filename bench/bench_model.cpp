@@ -17,7 +17,7 @@
 #include <string>
 
 #include "trainkit/core/batch.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 

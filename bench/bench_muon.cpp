@@ -22,7 +22,7 @@
 
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/execution_context.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/detail/newton_schulz.hpp"
 #include "trainkit/optim/muon_cpu.hpp"

@@ -17,7 +17,7 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-# Mirrors llama_config::preset (include/trainkit/model/llama_config.hpp).
+# Mirrors llama_config::preset (include/trainkit/model/llama/config.hpp).
 PRESETS = {"d6": (6, 6, 3, 384, 1024), "d12": (12, 12, 6, 768, 2048)}
 CASES = [("d6", 4, 64), ("d12", 4, 256)]
 

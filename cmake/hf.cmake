@@ -1,6 +1,6 @@
 # cmake/hf.cmake — the trainkit::hf target: trainkit plus nlohmann_json.
 #
-# Hugging Face interchange (include/trainkit/io/safetensors_*.hpp, model/hf_gpt2.hpp) parses and
+# Hugging Face interchange (include/trainkit/io/safetensors_*.hpp, model/gpt2/hf.hpp) parses and
 # writes JSON headers and config files with nlohmann_json (Debian: nlohmann-json3-dev), which
 # trainkit::trainkit now requires too (the checkpoint manifest reader), so the component is always
 # built; it stays a component of its own so find_package(trainkit COMPONENTS hf) keeps working.

@@ -38,8 +38,8 @@
 
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
-#include "trainkit/model/llama_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
+#include "trainkit/model/llama/cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace tk = trainkit;

@@ -34,9 +34,9 @@
 #include "trainkit/model/cuda/classifier.cuh"
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
-#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
 
 namespace tk = trainkit;

@@ -17,7 +17,7 @@ directly. Two uses:
   builds the golden fixtures with this model, and bench/gpu/test_torch_reference.py checks it
   (loss at init, loss falling, the result line).
 
-`--arch llama` runs the Llama family instead (model/llama_config.hpp's presets d2-d24): token
+`--arch llama` runs the Llama family instead (model/llama/config.hpp's presets d2-d24): token
 embedding without positions, pre-RMSNorm blocks (eps inside the root, computed in fp32 as
 transformers' LlamaRMSNorm), a fused q|k|v projection with grouped-query attention (query head h
 reads k, v head h / (H / KV): k and v repeated per group for SDPA's flash kernel), rotate-half RoPE
@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# L, H, C of trainkit's presets (model/gpt2_config.hpp).
+# L, H, C of trainkit's presets (model/gpt2/config.hpp).
 PRESETS = {
     "d2": (2, 2, 128),
     "d6": (6, 6, 384),
@@ -201,7 +201,7 @@ class GPT2(nn.Module):
 
 # ---- the Llama family (--arch llama) ----------------------------------------------------------
 
-# L, H, KV, C of trainkit's Llama presets (model/llama_config.hpp).
+# L, H, KV, C of trainkit's Llama presets (model/llama/config.hpp).
 LLAMA_PRESETS = {
     "d2": (2, 2, 1, 128),
     "d6": (6, 6, 3, 384),
@@ -335,7 +335,7 @@ class Llama(nn.Module):
         load_flat(self, llama_layout(self.cfg), flat)
 
     def init_llama(self, seed):
-        """trainkit's Llama initialisation in kind (detail/llama_init.hpp): normal 0.02, the
+        """trainkit's Llama initialisation in kind (llama/init.hpp): normal 0.02, the
         residual projections 0.02 / sqrt(2L), unit RMSNorm gains, zero padded vocabulary rows."""
         g = torch.Generator().manual_seed(seed)
         with torch.no_grad():

@@ -19,7 +19,7 @@
 #include <vector>
 #endif
 #if defined(TEST_HF)
-#include <trainkit/model/hf_gpt2.hpp>
+#include <trainkit/model/gpt2/hf.hpp>
 
 #include <algorithm>
 #include <filesystem>

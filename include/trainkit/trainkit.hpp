@@ -37,9 +37,9 @@
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 
 #include "trainkit/model/concepts.hpp"
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
+#include "trainkit/model/gpt2/llmc_file.hpp"
 
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/clip_scale.hpp"

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "trainkit/core/batch.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 
 namespace trainkit::test_ref {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/llama/config.hpp"
 
 namespace trainkit::test_ref {
 

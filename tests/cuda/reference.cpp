@@ -1,12 +1,12 @@
-// tests/cuda/reference.cpp — implements reference.hpp over detail/gpt2_cpu_kernels.hpp and
-// gpt2_cpu.hpp (g++ and Eigen; linked into the .cu GPU tests).
+// tests/cuda/reference.cpp — implements reference.hpp over cpu/kernels.hpp and
+// gpt2/cpu.hpp (g++ and Eigen; linked into the .cu GPU tests).
 #include "reference.hpp"
 
 #include <algorithm>
 #include <span>
 
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 
 namespace trainkit::test_ref {
 

@@ -1,14 +1,14 @@
 // tests/cuda/reference.hpp — the CPU side of the GPU tests, compiled by g++ (reference.cpp).
 //
-// nvcc floods warnings on Eigen, so the .cu test files never include gpt2_cpu.hpp or
-// detail/gpt2_cpu_kernels.hpp; they call these plain-vector wrappers around the same CPU kernels
+// nvcc floods warnings on Eigen, so the .cu test files never include gpt2/cpu.hpp or
+// cpu/kernels.hpp; they call these plain-vector wrappers around the same CPU kernels
 // and the CPU GPT-2 instead. All buffers are float and row-major, shapes as in gpt2_cpu_kernels.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 
 namespace trainkit::test_ref {
 

@@ -18,7 +18,7 @@
 
 #include "gpu_test_support.cuh"
 #include "optim_reference.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 #include "trainkit/optim/concepts.hpp"
 

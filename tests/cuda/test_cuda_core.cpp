@@ -23,17 +23,17 @@
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/linalg/detail/gemm_tuning.hpp"
-#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
-#include "trainkit/model/detail/gpt2_init.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
+#include "trainkit/model/gpt2/init.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 
 namespace {
 
 TEST(CudaError, MessageNamesFileLineCallAndError) {
   const std::string m = trainkit::cuda::detail::format_failure(
-      "/a/b/gpt2_cuda.hpp", 212, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation", "out of memory");
+      "/a/b/gpt2/cuda.hpp", 212, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation", "out of memory");
   EXPECT_EQ(m,
-            "gpt2_cuda.hpp:212: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of "
+            "gpt2/cuda.hpp:212: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of "
             "memory)");
 }
 

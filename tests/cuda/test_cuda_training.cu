@@ -28,7 +28,7 @@
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 #include "trainkit/prefetch/pinned_prefetcher.hpp"
 #include "trainkit/trainer/trainer.hpp"

@@ -20,7 +20,7 @@
 #include "reference.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/core/step_protocol.hpp"
 
 namespace {

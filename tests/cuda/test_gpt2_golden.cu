@@ -15,8 +15,8 @@
 #include "../fixtures/golden/golden_fixture.hpp"
 #include "gpu_test_support.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
-#include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
+#include "trainkit/model/gpt2/llmc_file.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace {

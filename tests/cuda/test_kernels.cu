@@ -1,5 +1,5 @@
 // GPU tests of every fused kernel of the CUDA GPT-2 against its CPU reference
-// (detail/gpt2_cpu_kernels.hpp through reference.hpp), on random bf16-representable inputs, with
+// (cpu/kernels.hpp through reference.hpp), on random bf16-representable inputs, with
 // outputs poisoned (NaN) before each run, at odd sizes (N = 111 rows, T = 67 not a multiple of the
 // 8-wide tiles) and GPT-2's real widths (C = 768 and 1600, V = 50257 padded to 50304).
 // Tolerances are relative norms ‖gpu − cpu‖/‖cpu‖: 1e-2 where the GPU rounds once to bf16 (a bf16

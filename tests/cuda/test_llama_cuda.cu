@@ -1,4 +1,4 @@
-// GPU tests of the whole CUDA Llama (model/llama_cuda.hpp): against transformers'
+// GPU tests of the whole CUDA Llama (model/llama/cuda.hpp): against transformers'
 // LlamaForCausalLM directly, on the head-size-64 golden set (tests/fixtures/llama/hs64, written by
 // make_llama_golden.py --hs64; the default set's head size 8 is below what the kernels run), and
 // against llama_cpu with the same (bf16-rounded) weights — llama_cpu being held to the same
@@ -23,7 +23,7 @@
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/model/llama_cuda.hpp"
+#include "trainkit/model/llama/cuda.hpp"
 
 namespace {
 

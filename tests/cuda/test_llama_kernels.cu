@@ -1,4 +1,4 @@
-// GPU tests of the Llama family's CUDA kernels (model/cuda/llama_kernels.cuh) against their CPU
+// GPU tests of the Llama family's CUDA kernels (model/llama/cuda_kernels.cuh) against their CPU
 // twins (detail/llama_cuda_twins.hpp, themselves held to llama_cpu's fp32 kernels by
 // tests/model/test_llama_cuda_twins.cpp), on random bf16-representable inputs, outputs poisoned
 // (NaN) first, at the d12 shape (B·T = 2·1024 rows, C = 768, H = 12, KV = 6, hs = 64, F = 2048)
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gpu_test_support.cuh"
-#include "trainkit/model/cuda/llama_kernels.cuh"
+#include "trainkit/model/llama/cuda_kernels.cuh"
 #include "trainkit/model/detail/llama_cuda_twins.hpp"
 
 namespace {

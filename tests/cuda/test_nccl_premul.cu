@@ -23,7 +23,7 @@
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/reduce/nccl_allreduce.hpp"
 #include "trainkit/reduce/nccl_zero1.hpp"
 

@@ -10,7 +10,7 @@
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/data/mmap_token_source.hpp"
 #include "trainkit/data/shard_format.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/trainer/trainer.hpp"

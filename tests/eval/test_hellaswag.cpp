@@ -18,7 +18,7 @@
 
 #include "../io/python_support.hpp"
 #include "trainkit/eval/hellaswag.hpp"
-#include "trainkit/model/hf_gpt2.hpp"
+#include "trainkit/model/gpt2/hf.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"

@@ -11,7 +11,7 @@
 #include "flag_names.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/data/order.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/model/sampling.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/muon_config.hpp"
@@ -72,7 +72,7 @@ TEST(FlagNames, AdamwFieldsAreTheirFlags) {
 }
 
 // The Llama family's shape flags (families/llama.hpp) fill llama_config; the fields its checks
-// name are the flags. check_hf_llama_exportable (model/hf_llama.hpp) is declared in a header with
+// name are the flags. check_hf_llama_exportable (model/llama/hf.hpp) is declared in a header with
 // Eigen, so its two messages are checked through the program in gpt_fineweb_families.py.
 TEST(FlagNames, LlamaFieldsAreTheirFlags) {
   expect_flag_named(

@@ -1,4 +1,4 @@
-// fuzz_llmc_header.cpp — libFuzzer target: the llm.c model-file header (model/llmc_file.hpp).
+// fuzz_llmc_header.cpp — libFuzzer target: the llm.c model-file header (model/gpt2/llmc_file.hpp).
 //
 // The input is written to a file (the reader takes a path, as users hand it one) and parsed; a
 // header that parses must describe a shape that validates and whose parameter count does not
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/gpt2/llmc_file.hpp"
 
 namespace tkm = trainkit::model;
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "trainkit/data/synthetic_source.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/trainer/trainer.hpp"

@@ -1,9 +1,9 @@
 // Tests for the CPU twin of the flash-attention kernels
 // (model/detail/flash_attention_reference.hpp) against the naive attention the CPU GPT-2 uses
-// (detail/gpt2_cpu_kernels.hpp): output, the saved log-sum-exp and all three gradients, in double
+// (cpu/kernels.hpp): output, the saved log-sum-exp and all three gradients, in double
 // (where only the summation order differs) and float, at T that are and are not multiples of the
 // tile, head sizes 64 and 128. With grouped-query attention (KV < H) against llama_cpu's naive
-// GQA attention (detail/llama_cpu_kernels.hpp, held to transformers' fixtures), and the twin's
+// GQA attention (cpu/rmsnorm_rope_kernels.hpp, held to transformers' fixtures), and the twin's
 // group order (flash_backward_visit) walked over whole grids.
 // Slip planted while writing the GQA case (reverted): attention_heads::kv_head taking h % KV
 // instead of h / (H / KV) fails every GQA shape with two or more KV heads (out off by ~1).
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "../cuda/gqa_expand.hpp"
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/detail/llama_cpu_kernels.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
+#include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
 
 namespace k = trainkit::model::detail;
 

@@ -1,6 +1,6 @@
-// Tests for trainkit/model/gpt2_config.hpp: presets, validation, parameter counts, FLOPs and the
+// Tests for trainkit/model/gpt2/config.hpp: presets, validation, parameter counts, FLOPs and the
 // llm.c parameter layout. Expected counts come from the architecture, not from the code under test.
-#include "trainkit/model/gpt2_config.hpp"  // first: the header compiles on its own
+#include "trainkit/model/gpt2/config.hpp"  // first: the header compiles on its own
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Tests for trainkit/model/gpt2_cpu.hpp: finite-difference gradients for every parameter tensor,
+// Tests for trainkit/model/gpt2/cpu.hpp: finite-difference gradients for every parameter tensor,
 // loss at initialisation, learning, gradient accumulation, determinism, float/double agreement,
 // initialisation statistics, logits and input checks.
-#include "trainkit/model/gpt2_cpu.hpp"  // first: the header compiles on its own
+#include "trainkit/model/gpt2/cpu.hpp"  // first: the header compiles on its own
 
 #include <gtest/gtest.h>
 

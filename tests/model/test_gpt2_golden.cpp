@@ -13,9 +13,9 @@
 
 #include "../fixtures/golden/golden_fixture.hpp"
 #include "trainkit/core/batch.hpp"
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
+#include "trainkit/model/gpt2/llmc_file.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 

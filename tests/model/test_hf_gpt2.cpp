@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "../io/python_support.hpp"
-#include "trainkit/model/hf_gpt2.hpp"
+#include "trainkit/model/gpt2/hf.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../io/python_support.hpp"
-#include "trainkit/model/hf_llama.hpp"
+#include "trainkit/model/llama/hf.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
 namespace {

@@ -1,10 +1,10 @@
-// Tests for trainkit/model/llama_config.hpp and llama_cpu.hpp: presets, validation naming the
+// Tests for trainkit/model/llama/config.hpp and llama/cpu.hpp: presets, validation naming the
 // field, parameter layout and roles, FLOPs, buckets; finite-difference gradients of every tensor in
 // every variant (SwiGLU / ReLU², QK-norm, tied head, GQA and multi-head); the RoPE kernel's
 // rotate-half pairing against a direct formula; loss at initialisation, learning, micro-step
 // accumulation, determinism, causality, input checks and sampling. Agreement with an independent
 // implementation is test_llama_golden.cpp's job.
-#include "trainkit/model/llama_cpu.hpp"  // first: the header compiles on its own
+#include "trainkit/model/llama/cpu.hpp"  // first: the header compiles on its own
 #include "trainkit/model/sampling.hpp"
 
 #include <gtest/gtest.h>

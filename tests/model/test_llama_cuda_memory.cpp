@@ -1,10 +1,10 @@
 // tests/model/test_llama_cuda_memory.cpp — the CUDA Llama's arena plan
-// (model/cuda/llama_cuda_memory.hpp), without a GPU: every slot aligned and disjoint from every
+// (model/llama/cuda_memory.hpp), without a GPU: every slot aligned and disjoint from every
 // other, each slot's size against an independent count of what the model writes there (the
-// shapes llama_cuda.hpp's layer views and kernels use), the variants' slots appearing only with
+// shapes llama/cuda.hpp's layer views and kernels use), the variants' slots appearing only with
 // them (QK-norm's rstd, flash's scratch, cuDNN's workspace), and the d12 and d24 training shapes
 // fitting an H100 with flash attention.
-#include "trainkit/model/cuda/llama_cuda_memory.hpp"  // first: compiles on its own
+#include "trainkit/model/llama/cuda_memory.hpp"  // first: compiles on its own
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Tests for trainkit/model/detail/llama_cuda_twins.hpp: each CPU twin of a Llama CUDA kernel
-// against the fp32 CPU kernel llama_cpu runs (detail/llama_cpu_kernels.hpp), on random
+// against the fp32 CPU kernel llama_cpu runs (cpu/rmsnorm_rope_kernels.hpp), on random
 // bf16-representable inputs at the d12 shape (C = 768, H = 12, KV = 6, hs = 64, F = 2048) and
 // ragged ones. The twins round to bf16 where the kernels store bf16, so they are held to a relative
 // norm ‖twin − cpu‖/‖cpu‖ of 1e-2 (one rounding is at most 2⁻⁹ relative, ~2e-3 in norm; a pairing
@@ -19,8 +19,8 @@
 #include <random>
 #include <vector>
 
-#include "trainkit/model/detail/llama_cpu_kernels.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
+#include "trainkit/model/llama/config.hpp"
 
 namespace {
 

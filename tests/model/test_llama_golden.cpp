@@ -15,7 +15,7 @@
 #include "../fixtures/golden/golden_fixture.hpp"
 #include "../fixtures/llama/llama_golden_fixture.hpp"
 #include "trainkit/core/batch.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 

@@ -1,11 +1,11 @@
-// Tests for trainkit/model/llmc_file.hpp: fp32 and bf16 round trips, a file written byte by byte
+// Tests for trainkit/model/gpt2/llmc_file.hpp: fp32 and bf16 round trips, a file written byte by byte
 // here (so the layout order is checked against the format, not against our own writer), and the
 // errors bad files must give.
-#include "trainkit/model/llmc_file.hpp"  // first: the header compiles on its own
+#include "trainkit/model/gpt2/llmc_file.hpp"  // first: the header compiles on its own
 
-// .cu units (gpt_fineweb's CUDA driver, the golden GPU test) include llmc_file.hpp: no Eigen.
+// .cu units (gpt_fineweb's CUDA driver, the golden GPU test) include gpt2/llmc_file.hpp: no Eigen.
 #ifdef EIGEN_WORLD_VERSION
-#error "trainkit/model/llmc_file.hpp must not include Eigen"
+#error "trainkit/model/gpt2/llmc_file.hpp must not include Eigen"
 #endif
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 
 namespace tk = trainkit;
 namespace fs = std::filesystem;

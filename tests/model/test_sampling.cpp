@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include <trainkit/model/gpt2_cpu.hpp>
+#include <trainkit/model/gpt2/cpu.hpp>
 #include <trainkit/model/sampling.hpp>
 
 namespace tk = trainkit;

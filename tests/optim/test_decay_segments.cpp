@@ -9,7 +9,7 @@
 
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/core/tensor_role.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/decay_segments.hpp"
 

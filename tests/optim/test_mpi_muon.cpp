@@ -16,7 +16,7 @@
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/data/synthetic_source.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/optim/sharded_muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"

@@ -20,7 +20,7 @@
 
 #include "mock_model.hpp"
 #include "muon_fixtures.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/detail/newton_schulz.hpp"

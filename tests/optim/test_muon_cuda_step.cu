@@ -21,7 +21,7 @@
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
-#include "trainkit/model/gpt2_cuda.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/optim/concepts.hpp"
 #include "trainkit/optim/muon_cuda.hpp"
 

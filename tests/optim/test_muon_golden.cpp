@@ -19,7 +19,7 @@
 
 #include "muon_fixtures.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 
 namespace tk = trainkit;

@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/optim/muon_config.hpp"
 #include "trainkit/optim/muon_matrices.hpp"
 

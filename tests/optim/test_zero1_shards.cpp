@@ -11,7 +11,7 @@
 
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/optim/adamw_config.hpp"
 #include "trainkit/optim/decay_segments.hpp"
 #include "trainkit/optim/grad_clip.hpp"

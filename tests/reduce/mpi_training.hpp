@@ -19,7 +19,7 @@
 
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/data/synthetic_source.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/zero1_adamw_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"

@@ -30,7 +30,7 @@
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/comm/mpi_session.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/zero1_adamw_cpu.hpp"

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include <trainkit/model/gpt2_cpu.hpp>
-#include <trainkit/model/llmc_file.hpp>
+#include <trainkit/model/gpt2/cpu.hpp>
+#include <trainkit/model/gpt2/llmc_file.hpp>
 
 #include "../command.hpp"
 #include "../families/registry.hpp"

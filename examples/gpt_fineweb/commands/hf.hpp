@@ -1,7 +1,7 @@
 // commands/hf.hpp — gpt_fineweb's Hugging Face commands: `export-hf` turns an llm.c model file
 // (what --export writes) into a GPT2LMHeadModel folder with GPT-2's tokenizer files; `import-hf`
 // turns such a folder (a GPT-2 checkpoint from the Hub, or an export) into an llm.c model file that
-// --init-from starts training from. The conversions are trainkit/model/hf_gpt2.hpp's; errors
+// --init-from starts training from. The conversions are trainkit/model/gpt2/hf.hpp's; errors
 // propagate as trainkit exceptions, which the program reports as one line and exit code 2
 // (command.hpp). Training's --export-hf and --init-from-hf use the same conversions
 // (families/gpt2.hpp).
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include <trainkit/model/hf_gpt2.hpp>
-#include <trainkit/model/llmc_file.hpp>
+#include <trainkit/model/gpt2/hf.hpp>
+#include <trainkit/model/gpt2/llmc_file.hpp>
 #include <trainkit/tokenizer/vocab_files.hpp>
 
 #include "../command.hpp"

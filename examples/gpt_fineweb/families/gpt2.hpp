@@ -20,8 +20,8 @@
 #include <vector>
 
 #include <trainkit/core/error.hpp>
-#include <trainkit/model/gpt2_config.hpp>
-#include <trainkit/model/llmc_file.hpp>
+#include <trainkit/model/gpt2/config.hpp>
+#include <trainkit/model/gpt2/llmc_file.hpp>
 
 #include "../train/options.hpp"
 #include "family.hpp"
@@ -48,8 +48,8 @@ static_assert(model_family<gpt2_family>);
 }  // namespace gpt_fineweb
 
 #if !defined(__CUDACC__)
-#include <trainkit/model/gpt2_cpu.hpp>
-#include <trainkit/model/hf_gpt2.hpp>
+#include <trainkit/model/gpt2/cpu.hpp>
+#include <trainkit/model/gpt2/hf.hpp>
 
 #include "../commands/hf.hpp"
 
@@ -92,7 +92,7 @@ struct host_policies<gpt2_family> {
 #endif  // !__CUDACC__
 
 #if defined(__CUDACC__)
-#include <trainkit/model/gpt2_cuda.hpp>
+#include <trainkit/model/gpt2/cuda.hpp>
 
 namespace gpt_fineweb {
 

@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include <trainkit/core/error.hpp>
-#include <trainkit/model/llama_config.hpp>
+#include <trainkit/model/llama/config.hpp>
 
 #include "../train/options.hpp"
 #include "family.hpp"
@@ -91,8 +91,8 @@ static_assert(model_family<llama_family>);
 }  // namespace gpt_fineweb
 
 #if !defined(__CUDACC__)
-#include <trainkit/model/hf_llama.hpp>
-#include <trainkit/model/llama_cpu.hpp>
+#include <trainkit/model/llama/hf.hpp>
+#include <trainkit/model/llama/cpu.hpp>
 
 #include "../commands/hf.hpp"
 
@@ -157,7 +157,7 @@ struct host_policies<llama_family> {
 #endif  // !__CUDACC__
 
 #if defined(__CUDACC__)
-#include <trainkit/model/llama_cuda.hpp>
+#include <trainkit/model/llama/cuda.hpp>
 
 namespace gpt_fineweb {
 

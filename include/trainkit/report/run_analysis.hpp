@@ -28,7 +28,7 @@
 
 #include "trainkit/core/device_info.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/report/run_log.hpp"
 #include "trainkit/trainer/report.hpp"
 

@@ -11,7 +11,7 @@ namespace link_test {
 float train_step_a();
 /// The same step through the other unit's copy of the headers. Defined in unit_b.cu.
 float train_step_b();
-/// The launchers of the Llama kernels (llama_kernels.cuh) instantiated in each unit; the link is
+/// The launchers of the Llama kernels (llama/cuda_kernels.cuh) instantiated in each unit; the link is
 /// the test. Defined in unit_a.cu and unit_b.cu.
 const void* llama_kernels_a();
 const void* llama_kernels_b();

@@ -1,5 +1,5 @@
 // tests/cuda/link/unit_a.cu — one of test_cuda_link's two CUDA translation units; both include
-// gpt2_cuda.hpp, llama_cuda.hpp and adamw_cuda.hpp and instantiate every kernel, which a header
+// gpt2/cuda.hpp, llama/cuda.hpp and adamw_cuda.hpp and instantiate every kernel, which a header
 // with external-linkage kernels cannot survive (multiple definitions at link time).
 #include <cstdint>
 #include <vector>
@@ -7,9 +7,9 @@
 #include "link_unit.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
-#include "trainkit/model/cuda/llama_kernels.cuh"
-#include "trainkit/model/gpt2_cuda.hpp"
-#include "trainkit/model/llama_cuda.hpp"
+#include "trainkit/model/llama/cuda_kernels.cuh"
+#include "trainkit/model/gpt2/cuda.hpp"
+#include "trainkit/model/llama/cuda.hpp"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace link_test {

@@ -9,7 +9,7 @@
 #include <trainkit/checkpoint/host_staged_checkpointer.hpp>
 #include <trainkit/checkpoint/sync_checkpointer.hpp>
 #include <trainkit/data/mmap_token_source.hpp>
-#include <trainkit/model/gpt2_cuda.hpp>
+#include <trainkit/model/gpt2/cuda.hpp>
 #include <trainkit/optim/sharded_muon_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
 #include <trainkit/reduce/nccl_allreduce.hpp>

@@ -1,6 +1,6 @@
 // trainkit/core/cuda/gelu.cuh — GPT-2's tanh GELU and its derivative on the device, in fp32.
 //
-// The same formulas as the CPU kernels (model/detail/gpt2_cpu_kernels.hpp), so a GEMM epilogue
+// The same formulas as the CPU kernels (model/cpu/kernels.hpp), so a GEMM epilogue
 // fallback and an elementwise kernel round identically.
 #pragma once
 

@@ -8,7 +8,7 @@
 // matrix is computed (half of it masked): twice the FLOPs a flash kernel does, and B·H·T·T of
 // scratch, the price of simple kernels. Rows of the T×T matrices have a leading dimension padded
 // to a multiple of 8 (`attention_ld`) so the GEMMs get 16-byte-aligned rows at any T.
-// CPU reference: attention_forward / attention_backward in detail/gpt2_cpu_kernels.hpp.
+// CPU reference: attention_forward / attention_backward in cpu/kernels.hpp.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -7,7 +7,7 @@
 // dloss·(softmax − onehot(target)) and zeroes the padded columns [V, Vp) — so no fp32 probability
 // matrix for the batch ever exists, and the LM-head backward GEMMs read the gradient where the
 // logits were. A target outside [0, V) raises the device flag and yields loss 0 and a zero row.
-// CPU reference: softmax_crossentropy in detail/gpt2_cpu_kernels.hpp.
+// CPU reference: softmax_crossentropy in cpu/kernels.hpp.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -2,7 +2,7 @@
 // activation recomputation, when the forward's fused GELU output was not kept) and the add of a
 // freshly computed gradient into an accumulated one (cuBLASLt's bias-gradient epilogue overwrites
 // its output, while the model accumulates over micro-batches).
-// CPU reference: gelu_forward in detail/gpt2_cpu_kernels.hpp.
+// CPU reference: gelu_forward in cpu/kernels.hpp.
 #pragma once
 
 #include <cuda_bf16.h>

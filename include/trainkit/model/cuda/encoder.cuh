@@ -3,7 +3,7 @@
 // Forward: encoded[b, t] = wte[token[b, t]] + wpe[t], 8 channels per thread (16-byte accesses);
 // a token outside [0, V) raises a device-side flag (read back with the losses, so validating costs
 // no extra copy) and reads row 0 instead of faulting. CPU reference: encoder_forward in
-// detail/gpt2_cpu_kernels.hpp.
+// cpu/kernels.hpp.
 // Backward into wte has two versions: `encoder_backward_atomic` adds each row of dout into its
 // token's row with bf16x2 atomics (fast, but the order of the adds, and so the rounding, varies
 // run to run), and `encoder_backward_buckets` sums each token's rows in fp32 in a fixed order, from

@@ -4,7 +4,7 @@
 // attention or MLP projection, written out because backward needs it), then
 // out = (x − mean)·rstd·w + bias with mean and rstd kept in fp32. Statistics are taken on the
 // bf16-rounded residual, the value backward will see. CPU reference: layernorm_forward (plus
-// add_bias_residual for the residual) in detail/gpt2_cpu_kernels.hpp.
+// add_bias_residual for the residual) in cpu/kernels.hpp.
 // Backward, one pass over the rows: dinp += rstd·(dnorm − mean(dnorm) − norm·mean(dnorm·norm)),
 // one warp per row (the residual stream's gradient is accumulated in place: that is the fused
 // residual backward), and in the same pass each warp sums its rows' weight and bias gradients in

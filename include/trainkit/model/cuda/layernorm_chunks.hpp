@@ -1,6 +1,6 @@
 // trainkit/model/cuda/layernorm_chunks.hpp — how the LayerNorm backward kernel divides its rows,
 // for the kernel (layernorm.cuh) and for the arena plan that sizes its scratch
-// (gpt2_cuda_memory.hpp), which host code includes without CUDA.
+// (gpt2/cuda_memory.hpp), which host code includes without CUDA.
 //
 // One block handles a chunk of rows: each of its warps takes a run of consecutive rows, writes
 // their input gradient and sums their weight/bias gradients into its own fp32 slice of shared

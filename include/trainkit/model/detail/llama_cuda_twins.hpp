@@ -2,7 +2,7 @@
 // (model/cuda/rmsnorm.cuh, rope.cuh, gated_mlp.cuh): the same arithmetic in fp32, rounded to bf16
 // exactly where a kernel stores bf16, so a GPU test can hold a kernel to the twin at a fraction of
 // a bf16 ulp, while tests/model/test_llama_cuda_twins.cpp holds each twin to the fp32 CPU kernels
-// of llama_cpu_kernels.hpp (the functions llama_cpu runs, pinned to transformers by fixtures).
+// of cpu/rmsnorm_rope_kernels.hpp (the functions llama_cpu runs, pinned to transformers by fixtures).
 //
 // The point-wise math (SiLU and its derivative, ReLU², the rotate-half pair) is written once here
 // as TRAINKIT_HOST_DEVICE functions that the kernels call too, so a slip in it fails the CPU test

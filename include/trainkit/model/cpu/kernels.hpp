@@ -1,4 +1,4 @@
-// trainkit/model/detail/gpt2_cpu_kernels.hpp — forward and backward of each GPT-2 layer on the
+// trainkit/model/cpu/kernels.hpp — forward and backward of each GPT-2 layer on the
 // CPU, one function per layer as in llm.c's train_gpt2.c, over flat row-major buffers.
 //
 // Matrix products, where ~85% of the time goes, are Eigen GEMMs over Maps of the flat buffers (no
@@ -8,7 +8,7 @@
 // (never by scheduling), so the same inputs give bit-identical results run after run.
 // Backward functions *assign* activation gradients (except the residual stream, which they add
 // into) and *add* into parameter gradients, so the model can accumulate over micro-batches.
-// Not for users: gpt2_cpu.hpp is the interface.
+// Not for users: gpt2/cpu.hpp is the interface.
 #pragma once
 
 #include <Eigen/Core>

@@ -1,8 +1,8 @@
-// trainkit/model/llama_cuda.hpp — the CUDA Llama-style model (bf16 weights and activations, fp32
+// trainkit/model/llama/cuda.hpp — the CUDA Llama-style model (bf16 weights and activations, fp32
 // accumulation, cuBLASLt matmuls), a trainkit::model::model in device memory.
 //
 // The network, parameter layout (with roles), initialisation and gradient buckets of
-// llama_config.hpp / llama_cpu.hpp: token embedding, pre-RMSNorm blocks (fused q|k|v projection,
+// llama/config.hpp / llama/cpu.hpp: token embedding, pre-RMSNorm blocks (fused q|k|v projection,
 // optional QK-norm, RoPE, grouped-query causal attention, output projection; SwiGLU or ReLU² MLP),
 // final RMSNorm, untied or tied head. A model of one seed starts from llama_cpu's weights rounded
 // to bf16. Everything that is not Llama-specific is gpt2_cuda's, reused as it is: the cuBLASLt
@@ -18,7 +18,7 @@
 // Not offered here (gpt2_cuda has them): activation recomputation, CUDA graphs, the naive
 // attention (GQA lives in flash and cuDNN only; flash or cuDNN keep no T×T matrix) and the atomic
 // embedding backward. Gradients are bf16, one rounding per element per micro-batch, as gpt2_cuda's
-// (docs/cuda.md, "Precision"). Activations live in one arena (model/cuda/llama_cuda_memory.hpp).
+// (docs/cuda.md, "Precision"). Activations live in one arena (model/llama/cuda_memory.hpp).
 // Needs nvcc (the kernels are in the included headers); link trainkit::cuda.
 #pragma once
 
@@ -56,14 +56,14 @@
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/flash_attention.cuh"
 #include "trainkit/model/cuda/gated_mlp.cuh"
-#include "trainkit/model/cuda/llama_cuda_memory.hpp"
+#include "trainkit/model/llama/cuda_memory.hpp"
 #include "trainkit/model/cuda/loss_sum.cuh"
 #include "trainkit/model/cuda/rmsnorm.cuh"
 #include "trainkit/model/cuda/rope.cuh"
 #include "trainkit/model/cuda/token_buckets.cuh"
-#include "trainkit/model/detail/llama_init.hpp"
+#include "trainkit/model/llama/init.hpp"
 #include "trainkit/model/detail/rope_table.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/llama/config.hpp"
 
 namespace trainkit::model {
 
@@ -491,7 +491,7 @@ class llama_cuda {
     float *ln1_rstd, *qk_rstd, *lse, *ln2_rstd;
   };
 
-  // Layer l's kept tensors for a batch of (B, T): llama_cuda_layer (llama_cuda_memory.hpp, tested
+  // Layer l's kept tensors for a batch of (B, T): llama_cuda_layer (llama/cuda_memory.hpp, tested
   // on the CPU: inside their slots, disjoint across layers).
   layer_views layer(int l, int B, int T) const {
     const llama_cuda_layer_slots ls = llama_cuda_layer(plan_, config_, B, T, l);

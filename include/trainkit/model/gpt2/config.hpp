@@ -1,4 +1,4 @@
-// trainkit/model/gpt2_config.hpp — GPT-2 shape, presets, parameter count, FLOPs and the parameter
+// trainkit/model/gpt2/config.hpp — GPT-2 shape, presets, parameter count, FLOPs and the parameter
 // layout every GPT-2 implementation in trainkit shares.
 //
 // The layout (names, shapes and order of the tensors in the flat parameter buffer) is llm.c's, so

@@ -1,4 +1,4 @@
-// trainkit/model/cuda/gpt2_cuda_memory.hpp — how much device memory the CUDA GPT-2 needs, and
+// trainkit/model/gpt2/cuda_memory.hpp — how much device memory the CUDA GPT-2 needs, and
 // where each buffer sits in its activation arena.
 //
 // Host-only arithmetic (no CUDA headers), so it can be checked without a GPU and a program can
@@ -19,7 +19,7 @@
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/cuda/layernorm_chunks.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 
 namespace trainkit::model {
 

@@ -1,15 +1,15 @@
-// trainkit/model/llama_cpu.hpp — the CPU reference Llama-style model (Eigen + OpenMP), float or
+// trainkit/model/llama/cpu.hpp — the CPU reference Llama-style model (Eigen + OpenMP), float or
 // double.
 //
-// The family of llama_config.hpp written against trainkit's Model concept: token embedding,
+// The family of llama/config.hpp written against trainkit's Model concept: token embedding,
 // pre-RMSNorm blocks (grouped-query causal attention with a fused q|k|v projection, optional
 // QK-norm and rotary position embeddings, then a SwiGLU or ReLU² MLP, each added to the residual
 // stream), a final RMSNorm and an untied (or tied) head. Logits span the padded vocabulary Vp, the
 // softmax only the V real tokens, so padded rows get no gradient.
 //
-// Everything else is gpt2_cpu's (gpt2_cpu.hpp), on purpose, so the trainer, the reducers (DDP and
+// Everything else is gpt2_cpu's (gpt2/cpu.hpp), on purpose, so the trainer, the reducers (DDP and
 // ZeRO-1), the checkpointers and the sampler treat both families alike: flat parameter and gradient
-// buffers in the family's layout; a hand-written backward (detail/llama_cpu_kernels.hpp, with
+// buffers in the family's layout; a hand-written backward (cpu/rmsnorm_rope_kernels.hpp, with
 // GPT-2's linear layers and cross-entropy) whose sums run in fixed order, bit-identical run to run
 // for a fixed thread count; the double instantiation for finite-difference checks; gradient buckets
 // (llama_gradient_buckets) published under the step protocol as backward finishes them; and the
@@ -39,10 +39,10 @@
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/detail/llama_cpu_kernels.hpp"
-#include "trainkit/model/detail/llama_init.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
+#include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
+#include "trainkit/model/llama/init.hpp"
+#include "trainkit/model/llama/config.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
@@ -57,7 +57,7 @@ class basic_llama_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
 
-  /// The family's initialisation from `seed` (detail/llama_init.hpp). Throws config_error.
+  /// The family's initialisation from `seed` (llama/init.hpp). Throws config_error.
   basic_llama_cpu(llama_config cfg, std::uint64_t seed) : basic_llama_cpu(cfg, zero_parameters) {
     detail::llama_initialize(config_, seed, std::span<Scalar>(params_));
   }

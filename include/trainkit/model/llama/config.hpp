@@ -1,4 +1,4 @@
-// trainkit/model/llama_config.hpp — the Llama-style family's shape, presets, parameter count,
+// trainkit/model/llama/config.hpp — the Llama-style family's shape, presets, parameter count,
 // FLOPs, parameter layout (with roles) and gradient buckets, shared by every implementation of the
 // family.
 //
@@ -10,7 +10,7 @@
 // embedding (role `embedding`, as GPT-2's wte). An optional parameter-free QK-norm (RMSNorm of
 // each query and key head before RoPE; nanochat) is a switch.
 //
-// The layout follows GPT-2's (gpt2_config.hpp): per-layer tensors are stacked (L, ...),
+// The layout follows GPT-2's (gpt2/config.hpp): per-layer tensors are stacked (L, ...),
 // tensor-major, so one layer's gradients are one range in each per-layer tensor. q, k and v are
 // fused in one projection "qkvw" (L, (H + 2·KV)·hs, C) whose rows are declared as parts {H·hs,
 // KV·hs, KV·hs}; SwiGLU's gate and up projections are fused in "fcw" (L, 2F, C), parts {F, F}.

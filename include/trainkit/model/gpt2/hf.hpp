@@ -1,4 +1,4 @@
-// trainkit/model/hf_gpt2.hpp — Hugging Face GPT2LMHeadModel folders: export and import.
+// trainkit/model/gpt2/hf.hpp — Hugging Face GPT2LMHeadModel folders: export and import.
 //
 // A folder `AutoModelForCausalLM.from_pretrained(DIR)` and `AutoTokenizer.from_pretrained(DIR)`
 // load: config.json (model_type gpt2), model.safetensors, and the tokenizer files vocab.json and
@@ -28,8 +28,8 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/io/safetensors_read.hpp"
 #include "trainkit/io/safetensors_write.hpp"
-#include "trainkit/model/gpt2_config.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
+#include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
 namespace trainkit::model {

@@ -1,4 +1,4 @@
-// trainkit/model/llmc_file.hpp — read and write llm.c GPT-2 model files.
+// trainkit/model/gpt2/llmc_file.hpp — read and write llm.c GPT-2 model files.
 //
 // So a model trained by llm.c (or exported by its train_gpt2.py from Hugging Face weights) can
 // start a trainkit run, and a trainkit model can go back to llm.c. The format (docs/formats.md):
@@ -13,7 +13,7 @@
 //
 // No Eigen: this header only declares basic_gpt2_cpu, so nvcc units (gpt_fineweb's CUDA driver)
 // read and write llm.c files through the span functions. A caller of the basic_gpt2_cpu overloads
-// includes model/gpt2_cpu.hpp, as it must to have such a model.
+// includes model/gpt2/cpu.hpp, as it must to have such a model.
 #pragma once
 
 #include <algorithm>
@@ -31,13 +31,13 @@
 
 #include "trainkit/core/bf16.hpp"
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
 
 template <class Scalar>
-class basic_gpt2_cpu;  // model/gpt2_cpu.hpp
+class basic_gpt2_cpu;  // model/gpt2/cpu.hpp
 
 inline constexpr std::int32_t llmc_model_magic = 20240326;
 inline constexpr std::int32_t llmc_version_fp32 = 3;

@@ -1,8 +1,8 @@
-// trainkit/model/cuda/llama_cuda_memory.hpp — where each buffer of the CUDA Llama model
-// (llama_cuda.hpp) sits in its activation arena, and how much device memory a run needs.
+// trainkit/model/llama/cuda_memory.hpp — where each buffer of the CUDA Llama model
+// (llama/cuda.hpp) sits in its activation arena, and how much device memory a run needs.
 //
 // Host-only arithmetic (no CUDA headers), checked without a GPU (test_model_llama_cuda_memory), as
-// gpt2_cuda_memory.hpp is for GPT-2, whose arena_slot, alignment and memory report it reuses.
+// gpt2/cuda_memory.hpp is for GPT-2, whose arena_slot, alignment and memory report it reuses.
 // Kept for backward, per layer, what llama_cpu keeps except the attention probabilities: the
 // RMSNorm outputs and their rstd, the QKV GEMM's output after QK-norm and RoPE (attention reads it
 // in place and its backward needs nothing else), the QK-norm rstd, the attention output and its
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
+#include "trainkit/model/llama/config.hpp"
 
 namespace trainkit::model {
 

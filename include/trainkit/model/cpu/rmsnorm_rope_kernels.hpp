@@ -1,17 +1,17 @@
-// trainkit/model/detail/llama_cpu_kernels.hpp — forward and backward of the layers the Llama family
+// trainkit/model/cpu/rmsnorm_rope_kernels.hpp — forward and backward of the layers the Llama family
 // adds to GPT-2's on the CPU: RMSNorm (with and without a gain), rotary position embeddings in
 // Hugging Face's rotate-half layout, SwiGLU and ReLU², grouped-query causal attention, and the
 // embedding lookup without positions. Linear layers and the softmax cross-entropy are GPT-2's
-// (gpt2_cpu_kernels.hpp); so are the conventions: flat row-major buffers, every parallel loop
+// (cpu/kernels.hpp); so are the conventions: flat row-major buffers, every parallel loop
 // writing disjoint outputs, every sum in an order fixed by the shapes (bit-identical run to run),
 // backward functions that *assign* activation gradients (except the residual stream, which they add
 // into) and *add* into parameter gradients.
 //
 // Each function is the CPU twin a future CUDA kernel is tested against (as gpt2_cuda's kernels are
-// against gpt2_cpu_kernels.hpp): plain loops over (row, channel) with the math spelled out, one
+// against cpu/kernels.hpp): plain loops over (row, channel) with the math spelled out, one
 // function per kernel, no state. The RoPE table is built in float exactly as transformers builds
 // it (inv_freq = 1 / θ^(2i/hs) and angles t·inv_freq in float32), so logits agree with an exported
-// model's. Not for users: llama_cpu.hpp is the interface.
+// model's. Not for users: llama/cpu.hpp is the interface.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
 #include "trainkit/model/detail/rope_table.hpp"
 
 namespace trainkit::model::detail {

@@ -1,7 +1,7 @@
-// trainkit/model/detail/llama_init.hpp — the Llama family's initial parameters, one implementation
+// trainkit/model/llama/init.hpp — the Llama family's initial parameters, one implementation
 // for every model of the family (the CPU one now, a CUDA one later starts from the same weights).
 //
-// GPT-2's recipe carried over (gpt2_init.hpp): matrices, the embedding and the untied head
+// GPT-2's recipe carried over (gpt2/init.hpp): matrices, the embedding and the untied head
 // N(0, 0.02), the residual projections (attprojw, fcprojw) N(0, 0.02/√(2L)), RMSNorm gains 1. The
 // padded vocabulary rows [V, Vp) of wte and lm_head stay zero: they are not tokens. Draws come from
 // normal_sampler tensor by tensor in llama_parameter_layout order, each rounded to Scalar once.
@@ -19,7 +19,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/detail/normal_sampler.hpp"
-#include "trainkit/model/llama_config.hpp"
+#include "trainkit/model/llama/config.hpp"
 
 namespace trainkit::model::detail {
 

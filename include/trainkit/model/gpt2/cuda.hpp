@@ -1,4 +1,4 @@
-// trainkit/model/gpt2_cuda.hpp — the fused CUDA GPT-2 (bf16 weights and activations, fp32
+// trainkit/model/gpt2/cuda.hpp — the fused CUDA GPT-2 (bf16 weights and activations, fp32
 // accumulation, cuBLASLt matmuls), a trainkit::model::model in device memory.
 //
 // The same network, parameter layout and initialisation as gpt2_cpu (llm.c's GPT-2): a model of
@@ -8,7 +8,7 @@
 // contribution is summed in fp32 inside its kernel or GEMM and rounded once when added, so a
 // micro-batch costs one bf16 rounding per gradient element (relative 2⁻⁹); the optimizer is
 // expected to keep fp32 master weights. Activations live in one arena sized for (B, T) up front
-// (model/cuda/gpt2_cuda_memory.hpp; memory_report()).
+// (model/gpt2/cuda_memory.hpp; memory_report()).
 //
 // The step protocol (core/step_protocol.hpp) runs on the trainer's execution context: zero_grad
 // and forward_backward only enqueue work on the context's stream — no host synchronisation, the
@@ -25,7 +25,7 @@
 // The other public functions (forward, the convenience forward_backward, copies) run on the
 // model's own stream and return with their work complete. Batches passed to the protocol must be
 // complete in the context's stream order (pinned_prefetcher bound to the context does that).
-// Kernels: model/cuda/*.cuh, each with its CPU reference in detail/gpt2_cpu_kernels.hpp.
+// Kernels: model/cuda/*.cuh, each with its CPU reference in cpu/kernels.hpp.
 // docs/cuda.md describes the memory layout, precision, and the deterministic and recompute modes.
 // Needs nvcc (the kernels are in this header); link trainkit::cuda.
 #pragma once
@@ -68,13 +68,13 @@
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/flash_attention.cuh"
-#include "trainkit/model/cuda/gpt2_cuda_memory.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/cuda/loss_sum.cuh"
 #include "trainkit/model/cuda/token_buckets.cuh"
-#include "trainkit/model/detail/gpt2_batch_checks.hpp"
-#include "trainkit/model/detail/gpt2_init.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/detail/batch_checks.hpp"
+#include "trainkit/model/gpt2/init.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 
 namespace trainkit::model {
 
@@ -103,7 +103,7 @@ class gpt2_cuda {
       : gpt2_cuda(gpt2_config(host.config()), std::span<const float>(host.parameters()), opt) {}
 
   /// Weights given as floats in gpt2_parameter_layout(cfg) order, rounded to bf16. To start from
-  /// an llm.c model file: read_llmc_parameters (llmc_file.hpp) into a vector, then this.
+  /// an llm.c model file: read_llmc_parameters (gpt2/llmc_file.hpp) into a vector, then this.
   gpt2_cuda(gpt2_config cfg, std::span<const float> params, gpt2_cuda_options opt = {})
       : config_(validated(cfg)),
         options_(checked_options(opt, config_)),

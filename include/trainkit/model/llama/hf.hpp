@@ -1,8 +1,8 @@
-// trainkit/model/hf_llama.hpp — Hugging Face LlamaForCausalLM folders: export and import.
+// trainkit/model/llama/hf.hpp — Hugging Face LlamaForCausalLM folders: export and import.
 //
 // A folder `AutoModelForCausalLM.from_pretrained(DIR)` loads: config.json (model_type llama),
 // model.safetensors and, when asked, GPT-2's tokenizer files (trainkit's only tokenizer; written as
-// hf_gpt2.hpp writes them). The mapping from trainkit's layout (llama_config.hpp; docs/formats.md):
+// gpt2/hf.hpp writes them). The mapping from trainkit's layout (llama/config.hpp; docs/formats.md):
 //   - HF's Linear weights are (out, in) as trainkit's, so nothing is transposed: every HF tensor is
 //     one contiguous block of the flat buffer; the fused q|k|v rows of qkvw[l] split into q_proj,
 //     k_proj and v_proj, the gate|up rows of fcw[l] into gate_proj and up_proj;
@@ -32,9 +32,9 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/io/safetensors_read.hpp"
 #include "trainkit/io/safetensors_write.hpp"
-#include "trainkit/model/hf_gpt2.hpp"  // hf_export_options, detail::write_text, read_json_file
-#include "trainkit/model/llama_config.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/gpt2/hf.hpp"  // hf_export_options, detail::write_text, read_json_file
+#include "trainkit/model/llama/config.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
 namespace trainkit::model {
@@ -160,7 +160,7 @@ void write_hf_llama(const std::filesystem::path& dir, const llama_config& cfg,
   }
   io::write_safetensors(dir / "model.safetensors", entries, {{"format", "pt"}});
   detail::write_text(dir / "config.json", hf_llama_config_json(cfg, options.dtype).dump(2) + "\n");
-  if (!options.vocab_dir.empty()) {  // GPT-2's tokenizer, as hf_gpt2.hpp writes it
+  if (!options.vocab_dir.empty()) {  // GPT-2's tokenizer, as gpt2/hf.hpp writes it
     const tokenizer::vocab_files v = tokenizer::read_vocab_files(options.vocab_dir);
     detail::write_text(dir / "vocab.json", v.encoder_json);
     detail::write_text(dir / "merges.txt", v.vocab_bpe);

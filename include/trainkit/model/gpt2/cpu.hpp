@@ -1,4 +1,4 @@
-// trainkit/model/gpt2_cpu.hpp — the CPU reference GPT-2 (Eigen + OpenMP), float or double.
+// trainkit/model/gpt2/cpu.hpp — the CPU reference GPT-2 (Eigen + OpenMP), float or double.
 //
 // The model llm.c's train_gpt2.c trains, written against trainkit's Model concept: token and
 // position embeddings, pre-LayerNorm blocks (causal multi-head attention with a fused qkv
@@ -6,8 +6,8 @@
 // an LM head tied to wte. Logits span the padded vocabulary Vp, but the softmax ranges over the V
 // real tokens only, so the padded rows of wte get no gradient from the head.
 //
-// Parameters and gradients are flat buffers in llm.c's layout (gpt2_config.hpp). The backward
-// pass is written by hand (detail/gpt2_cpu_kernels.hpp); the double instantiation exists for
+// Parameters and gradients are flat buffers in llm.c's layout (gpt2/config.hpp). The backward
+// pass is written by hand (cpu/kernels.hpp); the double instantiation exists for
 // finite-difference gradient checks. Results are bit-identical run to run for a fixed thread count.
 //
 // Gradient accumulation: the first backward after zero_grad() writes its gradient straight into
@@ -44,10 +44,10 @@
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
-#include "trainkit/model/detail/gpt2_batch_checks.hpp"
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/detail/gpt2_init.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/detail/batch_checks.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
+#include "trainkit/model/gpt2/init.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
 namespace trainkit::model {
@@ -61,7 +61,7 @@ class basic_gpt2_cpu {
   using memory_space = host_memory;
   using parameter_type = Scalar;
 
-  /// GPT-2 initialisation from `seed` (detail/gpt2_init.hpp: matrices and embeddings
+  /// GPT-2 initialisation from `seed` (gpt2/init.hpp: matrices and embeddings
   /// N(0, 0.02), the residual projections N(0, 0.02/√(2L)), biases 0, LayerNorm gains 1, wte's
   /// padded rows zero), the same weights gpt2_cuda starts from. Throws config_error.
   basic_gpt2_cpu(gpt2_config cfg, std::uint64_t seed) : basic_gpt2_cpu(cfg, zero_parameters) {

@@ -1,4 +1,4 @@
-// trainkit/model/detail/gpt2_init.hpp — GPT-2's initial parameters, the one implementation both
+// trainkit/model/gpt2/init.hpp — GPT-2's initial parameters, the one implementation both
 // GPT-2 models start from.
 //
 // GPT-2's recipe, as llm.c's train_gpt2.py applies it: matrices and embeddings N(0, 0.02), the
@@ -7,7 +7,7 @@
 // inert. Draws come from normal_sampler (the same on every standard library), tensor by tensor in
 // gpt2_parameter_layout order, each rounded to Scalar once; so gpt2_cpu (float) and gpt2_cuda
 // (these floats rounded to bf16) start from the same weights for one seed. No Eigen: nvcc units
-// include it through gpt2_cuda.hpp.
+// include it through gpt2/cuda.hpp.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +22,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/detail/normal_sampler.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 
 namespace trainkit::model::detail {
 

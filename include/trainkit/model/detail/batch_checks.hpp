@@ -1,4 +1,4 @@
-// trainkit/model/detail/gpt2_batch_checks.hpp — what both GPT-2 models require of a batch before
+// trainkit/model/detail/batch_checks.hpp — what both GPT-2 models require of a batch before
 // they touch it, with the same messages.
 //
 // A batch needs a non-empty shape, T within the position embedding (max_seq_len rows) and token
@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/gpt2_config.hpp"
+#include "trainkit/model/gpt2/config.hpp"
 
 namespace trainkit::model::detail {
 
