@@ -35,10 +35,10 @@
 #include "trainkit/core/cpu_features.hpp"
 #include "trainkit/core/linalg/gemm_cpu.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
-#include "trainkit/model/detail/gpt2_cpu_kernels.hpp"
-#include "trainkit/model/detail/llama_cpu_kernels.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/llama_cpu.hpp"
+#include "trainkit/model/cpu/kernels.hpp"
+#include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
@@ -349,6 +349,7 @@ int run(const options& o, Model& m, Replay replay) {
   }
   for (int s = 0; s < o.steps + 1; ++s) {
     step_book book;
+    trainkit::linalg::new_weights_epoch();  // as the model's forward does: bf16 copies afresh
     replay(book, o, m, opt, rng);
     if (s == 0) continue;  // warm-up
     double total = 0;

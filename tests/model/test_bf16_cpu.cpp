@@ -29,9 +29,9 @@
 #include "../fixtures/llama/llama_golden_fixture.hpp"
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/linalg/gemm_cpu.hpp"
-#include "trainkit/model/gpt2_cpu.hpp"
-#include "trainkit/model/llama_cpu.hpp"
-#include "trainkit/model/llmc_file.hpp"
+#include "trainkit/model/gpt2/cpu.hpp"
+#include "trainkit/model/llama/cpu.hpp"
+#include "trainkit/model/gpt2/llmc_file.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
@@ -164,6 +164,28 @@ TEST_F(Bf16Cpu, Gpt2LossFallsUnderAdamW) {
     off_grid += (u & 0xffffu) != 0;
   }
   EXPECT_GT(off_grid, int(m.parameters().size() / 2));
+}
+
+// The bf16 copies of the weights are made once per forward (linalg::new_weights_epoch), never
+// reused after an update: a model trained 3 steps in bf16 and a fresh model loaded with its
+// weights give the same bf16 loss, bit for bit.
+TEST_F(Bf16Cpu, WeightCopiesFollowTheUpdates) {
+  const auto g = trainkit::test_golden::load_golden();
+  auto m = trainkit::model::load_llmc_gpt2_cpu<float>(g.model_file);
+  trainkit::optim::adamw_cpu opt(m, g.adamw);
+  trainkit::optim::clip_then_update<trainkit::host_memory> clipped(1.0);
+  const trainkit::batch_view<trainkit::host_memory> b{g.inputs.data(), g.targets.data(), g.batch,
+                                                      g.seq};
+  const la::scoped_gemm_settings bf16(bf16_settings());
+  for (int step = 0; step < 3; ++step) {
+    m.zero_grad();
+    m.forward_backward(b, 1.0f);
+    clipped(opt, m, 1e-2f);
+  }
+  const float trained = m.forward(b);
+  auto fresh = trainkit::model::load_llmc_gpt2_cpu<float>(g.model_file);
+  std::copy(m.parameters().begin(), m.parameters().end(), fresh.parameters().begin());
+  EXPECT_EQ(fresh.forward(b), trained);
 }
 
 }  // namespace

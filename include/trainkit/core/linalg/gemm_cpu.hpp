@@ -27,7 +27,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "trainkit/core/cpu_features.hpp"
@@ -55,6 +58,11 @@ struct operand {
   const S* data = nullptr;
   index stride = 0;  // elements between rows of the *stored* matrix
   bool transposed = false;
+  // The caller's promise that the matrix stays unchanged until the next new_weights_epoch() (a
+  // layer's weights during one forward and backward): gemm_precision::bf16 then rounds it once per
+  // epoch and reuses the bf16 copy (the "bf16 weights" of mixed precision) instead of rounding it
+  // at every product.
+  bool stable = false;
 };
 
 /// The arithmetic of gemm(): operands rounded to bf16 or kept in fp32.
@@ -105,6 +113,11 @@ inline void set_gemm_settings(const gemm_settings& s) {
     throw config_error("linalg::set_gemm_settings: " + why);
   detail::gemm_settings_slot().store(s, std::memory_order_relaxed);
 }
+
+/// Starts a new weights epoch: stable operands (operand::stable) may have changed since the last
+/// one, so bf16 copies made before are not used again. The CPU models call it at the start of every
+/// forward; whoever changes weights between a forward and its backward must call it too.
+inline void new_weights_epoch();
 
 /// Sets the settings for a scope (a test, a benchmark case) and restores the previous ones.
 class scoped_gemm_settings {
@@ -200,27 +213,86 @@ void for_each_slab(index M, index N, split how, int threads, Slab&& slab) {
   }
 }
 
-/// A bf16 copy of an operand's stored matrix (rows × cols, dense), per thread, reused.
-struct bf16_operand {
-  std::vector<std::uint16_t> storage;
-
-  operand<std::uint16_t> round(operand<float> x, index rows, index cols, int threads) {
-    storage.resize(std::size_t(rows) * std::size_t(cols));
-    std::uint16_t* out = storage.data();
-    const float* in = x.data;
-    const index stride = x.stride;
+/// Rounds the stored matrix of `x` (rows × cols, `x.stride` apart) into `out`, dense, by
+/// `threads` threads.
+inline void round_operand(std::vector<std::uint16_t>& out, operand<float> x, index rows, index cols,
+                          int threads) {
+  out.resize(std::size_t(rows) * std::size_t(cols));
+  std::uint16_t* dst = out.data();
+  const float* src = x.data;
+  const index stride = x.stride;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
 #else
-    (void)threads;
+  (void)threads;
 #endif
-    for (index r = 0; r < rows; ++r)
-      round_rows_to_bf16(out + r * cols, in + r * stride, 1, cols, 0);
-    return {storage.data(), cols, x.transposed};
+  for (index r = 0; r < rows; ++r) round_rows_to_bf16(dst + r * cols, src + r * stride, 1, cols, 0);
+}
+
+/// The bf16 copies of stable operands (operand::stable), keyed by the stored matrix (address,
+/// shape, stride), each valid for the weights epoch it was made in. A copy unused for a whole
+/// epoch is dropped when the next begins, so the cache holds the copies of the weights a step
+/// uses (2 bytes per parameter) and forgets freed models.
+class bf16_weight_cache {
+ public:
+  static bf16_weight_cache& instance() {
+    static bf16_weight_cache cache;
+    return cache;
   }
+
+  void new_epoch() {
+    const std::lock_guard lock(mutex_);
+    ++epoch_;
+    std::erase_if(entries_, [&](const auto& kv) { return kv.second.epoch + 1 < epoch_; });
+  }
+
+  /// The bf16 copy of `x`'s stored matrix for this epoch, rounding it when there is none.
+  operand<std::uint16_t> get(operand<float> x, index rows, index cols, int threads) {
+    const std::lock_guard lock(mutex_);
+    entry& e = entries_[key{x.data, rows, cols, x.stride}];
+    if (e.epoch != epoch_ || e.bits.empty()) {
+      round_operand(e.bits, x, rows, cols, threads);
+      e.epoch = epoch_;
+    }
+    return {e.bits.data(), cols, x.transposed};
+  }
+
+ private:
+  struct key {
+    const float* data;
+    index rows, cols, stride;
+    bool operator<(const key& o) const noexcept {
+      return std::tie(data, rows, cols, stride) < std::tie(o.data, o.rows, o.cols, o.stride);
+    }
+  };
+  struct entry {
+    std::uint64_t epoch = 0;
+    std::vector<std::uint16_t> bits;
+  };
+  std::mutex mutex_;
+  std::uint64_t epoch_ = 1;
+  std::map<key, entry> entries_;
 };
 
+/// op(x) in bf16: the cached copy of a stable operand (outside parallel regions: the cache is
+/// filled by one caller at a time), else a fresh rounding into `scratch`.
+inline operand<std::uint16_t> bf16_operand_of(operand<float> x, index rows, index cols, int threads,
+                                              std::vector<std::uint16_t>& scratch) {
+#if defined(_OPENMP)
+  const bool in_parallel = omp_in_parallel();
+#else
+  const bool in_parallel = false;
+#endif
+  if (x.stable && !in_parallel) return bf16_weight_cache::instance().get(x, rows, cols, threads);
+  round_operand(scratch, x, rows, cols, threads);
+  return {scratch.data(), cols, x.transposed};
+}
+
 }  // namespace detail
+
+inline void new_weights_epoch() {
+  detail::bf16_weight_cache::instance().new_epoch();
+}
 
 /// C (M, N), dense row-major, = (or += when `add`) op(A) · op(B), then epilogue(r0, nr, c0, nc) on
 /// each block of C once its product is done.
@@ -240,11 +312,11 @@ void gemm(S* c, operand<S> a, operand<S> b, index M, index N, index K, bool add,
 #if defined(TRAINKIT_HAS_ONEDNN)
   if constexpr (std::same_as<S, float>) {
     if (current_gemm_settings().precision == gemm_precision::bf16 && M > 0 && N > 0 && K > 0) {
-      thread_local detail::bf16_operand a16, b16;
+      thread_local std::vector<std::uint16_t> a16, b16;
       const operand<std::uint16_t> a2 =
-          a16.round(a, a.transposed ? K : M, a.transposed ? M : K, threads);
+          detail::bf16_operand_of(a, a.transposed ? K : M, a.transposed ? M : K, threads, a16);
       const operand<std::uint16_t> b2 =
-          b16.round(b, b.transposed ? N : K, b.transposed ? K : N, threads);
+          detail::bf16_operand_of(b, b.transposed ? N : K, b.transposed ? K : N, threads, b16);
       if (threads <= 1) {
         detail::onednn_gemm_bf16(c, N, a2.data, a2.stride, a2.transposed, b2.data, b2.stride,
                                  b2.transposed, M, N, K, add);

@@ -300,6 +300,7 @@ class basic_gpt2_cpu {
 
   void forward_trunk(const std::int32_t* inputs) {
     namespace k = detail;
+    linalg::new_weights_epoch();  // weights may have changed: bf16 GEMMs round them afresh
     const int B = batch_, T = seq_, C = config_.channels, H = config_.num_heads;
     const k::index N = k::index(B) * T;
     const std::size_t NC = std::size_t(N) * C, BHTT = std::size_t(B) * H * T * T;

@@ -314,6 +314,7 @@ class basic_llama_cpu {
 
   void forward_trunk(const std::int32_t* inputs) {
     namespace k = detail;
+    linalg::new_weights_epoch();  // weights may have changed: bf16 GEMMs round them afresh
     const int T = seq_, C = config_.channels, H = config_.num_heads, KV = config_.num_kv_heads,
               hs = config_.head_size(), D = config_.qkv_rows(), R = config_.fc_rows(),
               F = config_.hidden_size;
