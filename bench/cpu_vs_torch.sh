@@ -14,7 +14,9 @@
 #   fp32: trainkit ≥ 1.3× PyTorch eager, GPT-2 and Llama, d6 (B4 T64) and d12 (B4 T256);
 #   bf16: trainkit --precision bf16 ≥ 1.3× PyTorch's bf16 autocast at d12.
 # CASES (default "gpt2:d6:64 gpt2:d12:256 llama:d6:64 llama:d12:256") are arch:preset:T at B=4.
-# Threads: $THREADS (default 2) for both (OMP_NUM_THREADS, torch.set_num_threads).
+# Threads: $THREADS (default 2) for both (OMP_NUM_THREADS, torch.set_num_threads). $COMPILE
+# (default "d6 d12") names the presets torch.compile runs at (its compilation takes minutes at d12
+# on a loaded 2-core machine; "" skips it).
 set -euo pipefail
 build=${1:?usage: cpu_vs_torch.sh BUILD_DIR [ROUNDS] [STEPS] [CASES]}
 rounds=${2:-3}
@@ -22,6 +24,7 @@ steps=${3:-3}
 cases=${4:-"gpt2:d6:64 gpt2:d12:256 llama:d6:64 llama:d12:256"}
 py=${TORCH_PYTHON:-/work/torchenv/bin/python}
 threads=${THREADS:-2}
+compile=${COMPILE-"d6 d12"}
 here=$(cd "$(dirname "$0")" && pwd)
 tk=$build/bench/bench_cpu_phases
 [[ -x $tk ]] || { echo "cpu_vs_torch.sh: $tk not found (build bench_cpu_phases)" >&2; exit 2; }
@@ -44,7 +47,8 @@ for ((r = 0; r < rounds; ++r)); do
     IFS=: read -r arch model T <<<"$c"
     key="$arch-$model-T$T"
     common=(--arch "$arch" --model "$model" --batch 4 --seq "$T" --steps "$steps")
-    jobs=("trainkit_fp32" "torch_eager" "torch_compile")
+    jobs=("trainkit_fp32" "torch_eager")
+    [[ " $compile " == *" $model "* ]] && jobs+=("torch_compile")
     [[ $model == d12 ]] && jobs+=("trainkit_bf16" "torch_autocast")
     n=${#jobs[@]}
     for ((j = 0; j < n; ++j)); do
