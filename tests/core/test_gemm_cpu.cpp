@@ -103,8 +103,12 @@ TEST_P(GemmSlabs, EveryTranspositionMatchesAReferenceProduct) {
           const auto c0 = random_values(std::size_t(s.M * s.N), 3);
           std::vector<float> c = c0;
           std::vector<int> epilogue_hits(std::size_t(s.M * s.N), 0);
-          k::gemm(c.data(), k::operand<float>{a.data(), lda, ta},
-                  k::operand<float>{b.data(), ldb, tb}, s.M, s.N, s.K, add, how,
+          // Accumulating products pass both operands as stable (the weights' path: bf16 copies
+          // from the cache, sliced per slab); a new epoch first, as these buffers are new.
+          const bool stable = add;
+          k::new_weights_epoch();
+          k::gemm(c.data(), k::operand<float>{a.data(), lda, ta, stable},
+                  k::operand<float>{b.data(), ldb, tb, stable}, s.M, s.N, s.K, add, how,
                   [&](k::index r0, k::index nr, k::index q0, k::index nq) {
                     for (k::index r = r0; r < r0 + nr; ++r)
                       for (k::index q = q0; q < q0 + nq; ++q) ++epilogue_hits[r * s.N + q];
@@ -112,6 +116,7 @@ TEST_P(GemmSlabs, EveryTranspositionMatchesAReferenceProduct) {
           const std::string what = "M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) +
                                    " K=" + std::to_string(s.K) + " ta=" + std::to_string(ta) +
                                    " tb=" + std::to_string(tb) + " add=" + std::to_string(add) +
+                                   " stable=" + std::to_string(stable) +
                                    " rows=" + std::to_string(how == k::split::rows);
           double worst = 0, worst_unrounded = 0;
           int wrong_hits = 0;
@@ -139,8 +144,8 @@ TEST_P(GemmSlabs, EveryTranspositionMatchesAReferenceProduct) {
             // Row slabs hand the epilogue whole rows (a bias gradient sums over them).
             std::vector<float> again = c0;
             bool whole_rows = true;
-            k::gemm(again.data(), k::operand<float>{a.data(), lda, ta},
-                    k::operand<float>{b.data(), ldb, tb}, s.M, s.N, s.K, add, how,
+            k::gemm(again.data(), k::operand<float>{a.data(), lda, ta, stable},
+                    k::operand<float>{b.data(), ldb, tb, stable}, s.M, s.N, s.K, add, how,
                     [&](k::index, k::index, k::index q0, k::index nq) {
                       whole_rows = whole_rows && q0 == 0 && nq == s.N;
                     });

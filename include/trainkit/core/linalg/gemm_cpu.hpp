@@ -312,26 +312,62 @@ void gemm(S* c, operand<S> a, operand<S> b, index M, index N, index K, bool add,
 #if defined(TRAINKIT_HAS_ONEDNN)
   if constexpr (std::same_as<S, float>) {
     if (current_gemm_settings().precision == gemm_precision::bf16 && M > 0 && N > 0 && K > 0) {
-      thread_local std::vector<std::uint16_t> a16, b16;
-      const operand<std::uint16_t> a2 =
-          detail::bf16_operand_of(a, a.transposed ? K : M, a.transposed ? M : K, threads, a16);
-      const operand<std::uint16_t> b2 =
-          detail::bf16_operand_of(b, b.transposed ? N : K, b.transposed ? K : N, threads, b16);
+      const index a_rows = a.transposed ? K : M, a_cols = a.transposed ? M : K;
+      const index b_rows = b.transposed ? N : K, b_cols = b.transposed ? K : N;
       if (threads <= 1) {
+        thread_local std::vector<std::uint16_t> a16, b16;
+        const operand<std::uint16_t> a2 = detail::bf16_operand_of(a, a_rows, a_cols, 1, a16);
+        const operand<std::uint16_t> b2 = detail::bf16_operand_of(b, b_rows, b_cols, 1, b16);
         detail::onednn_gemm_bf16(c, N, a2.data, a2.stride, a2.transposed, b2.data, b2.stride,
                                  b2.transposed, M, N, K, add);
         epilogue(index(0), M, index(0), N);
         return;
       }
+      // Stable operands (weights) come from the cache, rounded once per epoch by the team. The
+      // others are rounded inside the slab region: each thread rounds its own slice of the operand
+      // the split cuts and all of the one every slab reads (twice the rounding of that operand,
+      // but no barrier of its own: where another process holds a core, each barrier waits for a
+      // descheduled thread, measured here at tens of ms).
+      auto& cache = detail::bf16_weight_cache::instance();
+      const operand<std::uint16_t> a_cached =
+          a.stable ? cache.get(a, a_rows, a_cols, threads) : operand<std::uint16_t>{};
+      const operand<std::uint16_t> b_cached =
+          b.stable ? cache.get(b, b_rows, b_cols, threads) : operand<std::uint16_t>{};
       detail::for_each_slab(M, N, how, threads, [&](index begin, index n, bool by_columns) {
-        if (by_columns) {  // columns [begin, begin+n) of C and of op(B)
-          const std::uint16_t* bp = b2.data + (b2.transposed ? begin * b2.stride : begin);
-          detail::onednn_gemm_bf16(c + begin, N, a2.data, a2.stride, a2.transposed, bp, b2.stride,
-                                   b2.transposed, M, n, K, add);
+        thread_local std::vector<std::uint16_t> a16, b16;
+        // A slice of x's stored matrix (rows × cols from `offset`), rounded into `buffer`.
+        auto rounded = [](operand<float> x, index offset, index rows, index cols,
+                          std::vector<std::uint16_t>& buffer) {
+          x.data += offset;
+          detail::round_operand(buffer, x, rows, cols, 1);
+          return operand<std::uint16_t>{buffer.data(), cols, x.transposed};
+        };
+        if (by_columns) {  // columns [begin, begin+n) of C and of op(B); all of op(A)
+          const operand<std::uint16_t> a2 =
+              a.stable ? a_cached : rounded(a, 0, a_rows, a_cols, a16);
+          operand<std::uint16_t> b2;
+          if (b.stable) {
+            b2 = b_cached;
+            b2.data += b.transposed ? begin * b2.stride : begin;
+          } else {
+            b2 = rounded(b, b.transposed ? begin * b.stride : begin, b.transposed ? n : K,
+                         b.transposed ? K : n, b16);
+          }
+          detail::onednn_gemm_bf16(c + begin, N, a2.data, a2.stride, a2.transposed, b2.data,
+                                   b2.stride, b2.transposed, M, n, K, add);
           epilogue(index(0), M, begin, n);
-        } else {  // rows [begin, begin+n) of C and of op(A)
-          const std::uint16_t* ap = a2.data + (a2.transposed ? begin : begin * a2.stride);
-          detail::onednn_gemm_bf16(c + begin * N, N, ap, a2.stride, a2.transposed, b2.data,
+        } else {  // rows [begin, begin+n) of C and of op(A); all of op(B)
+          operand<std::uint16_t> a2;
+          if (a.stable) {
+            a2 = a_cached;
+            a2.data += a.transposed ? begin : begin * a2.stride;
+          } else {
+            a2 = rounded(a, a.transposed ? begin : begin * a.stride, a.transposed ? K : n,
+                         a.transposed ? n : K, a16);
+          }
+          const operand<std::uint16_t> b2 =
+              b.stable ? b_cached : rounded(b, 0, b_rows, b_cols, b16);
+          detail::onednn_gemm_bf16(c + begin * N, N, a2.data, a2.stride, a2.transposed, b2.data,
                                    b2.stride, b2.transposed, n, N, K, add);
           epilogue(begin, n, index(0), N);
         }
