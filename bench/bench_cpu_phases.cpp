@@ -14,12 +14,13 @@
 //   bench_cpu_phases --arch gpt2|llama --model d12 --batch 4 --seq 256 [--steps 3] [--bf16]
 //   [--eigen]
 //
-// --step-only times the real step alone (median of --steps, after one warm-up), the figure
-// bench/cpu_vs_torch.sh compares with PyTorch. --bf16 runs the linear layers' GEMMs in bf16
-// (linalg::gemm_precision; needs oneDNN and a CPU with AVX512_BF16 or AMX-BF16); --eigen multiplies
-// fp32 with Eigen where oneDNN is built in (the before-and-after of issue 37's first fix). Figures
-// are wall time on a possibly shared machine: compare shares and interleaved runs, not absolute
-// times across sessions.
+// --train N runs N AdamW steps (lr 1e-3, clip 1) on one fixed random batch and prints each loss:
+// the model learns (memorises) in the chosen precision. --step-only times the real step alone
+// (median of --steps, after one warm-up), the figure bench/cpu_vs_torch.sh compares with PyTorch.
+// --bf16 runs the linear layers' GEMMs in bf16 (linalg::gemm_precision; needs oneDNN and a CPU with
+// AVX512_BF16 or AMX-BF16); --eigen multiplies fp32 with Eigen where oneDNN is built in (the
+// before-and-after of issue 37's first fix). Figures are wall time on a possibly shared machine:
+// compare shares and interleaved runs, not absolute times across sessions.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,9 +35,9 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/cpu_features.hpp"
 #include "trainkit/core/linalg/gemm_cpu.hpp"
-#include "trainkit/model/detail/aligned_vector.hpp"
 #include "trainkit/model/cpu/kernels.hpp"
 #include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
+#include "trainkit/model/detail/aligned_vector.hpp"
 #include "trainkit/model/gpt2/cpu.hpp"
 #include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
@@ -54,6 +55,7 @@ struct options {
   bool bf16 = false;
   bool eigen = false;      // --eigen: fp32 products through Eigen even where oneDNN is built in
   bool step_only = false;  // --step-only: time the real step, no replay
+  int train = 0;           // --train N: N AdamW steps on one fixed batch, the loss of each
 };
 
 /// Per-phase time of one replayed step, summed over the step's calls; plus GEMM flops per phase.
@@ -337,6 +339,22 @@ int run(const options& o, Model& m, Replay replay) {
   std::map<std::string, double> flops;
   std::vector<std::string> order;
   std::vector<double> real, replayed;
+  if (o.train > 0) {  // the model learns in this precision: one batch, memorised step by step
+    trainkit::host_batch batch(o.B, o.T);
+    std::uniform_int_distribution<int> tok(0, m.config().vocab_size - 1);
+    for (auto& t : batch.inputs) t = tok(rng);
+    for (auto& t : batch.targets) t = tok(rng);
+    trainkit::optim::clip_then_update<trainkit::host_memory> clipped(1.0);
+    for (int s = 0; s < o.train; ++s) {
+      m.zero_grad();
+      const float loss = m.forward_backward(trainkit::view_of(batch), 1.0f);
+      clipped(opt, m, 1e-3f);
+      std::printf("train %s %s %s step %d loss %.4f\n", o.arch.c_str(), o.model.c_str(),
+                  o.bf16 ? "bf16" : "fp32", s + 1, loss);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   real_step_ms(m, opt, o, rng);  // sizes the activations, warms the pages
   if (o.step_only) {
     std::vector<double> steps;
@@ -420,6 +438,8 @@ int main(int argc, char** argv) {
       o.eigen = true;
     else if (a == "--step-only")
       o.step_only = true;
+    else if (a == "--train")
+      o.train = std::atoi(value().c_str());
     else {
       std::fprintf(stderr, "bench_cpu_phases: unknown argument %s\n", a.c_str());
       return 2;
