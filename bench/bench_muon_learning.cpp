@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
     for (const curve& c : curves)
       if (min_val(c) < min_val(*best_adamw)) best_adamw = &c;
     tk::optim::muon_config muon;
-    muon.schedule_max_lr = best_adamw->lr;
+    muon.lr_ratio = double(0.02f) / double(best_adamw->lr);  // Muon's 0.02 at the schedule peak
     curves.push_back(
         o.arch == "gpt2"
             ? train<tk::model::gpt2_cpu, tk::optim::muon_cpu>(o, "muon", best_adamw->lr, muon)

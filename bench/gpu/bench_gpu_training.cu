@@ -61,13 +61,13 @@ struct bench_case {
 // seconds per 1M-token step, first step / median, memory and the ratio to PyTorch from the
 // result lines and prints them beside their goals.
 // The Llama family's d12 and d24 (issue 26: >= 50% MFU on an H200 and >= 1.15x
-// `torch_reference.py --arch llama`, checked on the CPU, never run on a GPU; d24 starts at B=16 and
-// halves while it does not fit), with --arch llama: its result lines start
-// `llama-result`, so gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip it.
+// `torch_reference.py --arch llama`, checked on the CPU, never run on a GPU; issue 36 set d12's to
+// 45%; d24 starts at B=16 and halves while it does not fit), with --arch llama: its result lines
+// start `llama-result`, so gpu_check.sh's PyTorch rows and GPT-2 goals, keyed on `result`, skip it.
 constexpr bench_case cases[] = {
     {"d12", 32, 1024, 0, 0.50},
     {"d48", 16, 1024, 0, 0.62},
-    {"d12", 32, 1024, 0, 0.50, true},
+    {"d12", 32, 1024, 0, 0.45, true},
     {"d24", 16, 1024, 0, 0.50, true},
 };
 

@@ -34,10 +34,11 @@
 #include "trainkit/model/cuda/classifier.cuh"
 #include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
-#include "trainkit/model/gpt2/cuda_memory.hpp"
 #include "trainkit/model/cuda/layernorm.cuh"
 #include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/gpt2/cuda_memory.hpp"
 #include "trainkit/optim/cuda/adamw.cuh"
+#include "trainkit/optim/cuda/grad_clip.cuh"
 
 namespace tk = trainkit;
 namespace k = trainkit::model::kernels;

@@ -13,6 +13,7 @@ pip install torch; about 30 s on one core).
   LlamaForCausalLM with GQA, RoPE theta 5000, SwiGLU, untied head) its logits within 1e-5 of the
   largest, the loss within 1e-5 and every parameter's gradient within 1e-5 relative per tensor;
   a tiny Llama's loss falls; its `llama-result` line prints.
+* torch_attention.py (SDPA beside trainkit's attention in gpu_check): its --check on the CPU.
 
     python3 bench/gpu/test_torch_reference.py
 """
@@ -29,6 +30,7 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+import torch_attention  # noqa: E402
 import torch_reference as ref  # noqa: E402
 
 golden = os.path.join(here, "..", "..", "tests", "fixtures", "golden")
@@ -98,7 +100,9 @@ class TorchReference(unittest.TestCase):
                       "--steps", "2", "--warmup", "1"])
         line = [x for x in buf.getvalue().splitlines() if x.startswith("result impl=torch")]
         self.assertEqual(len(line), 1)
-        m = re.search(r" model=d2 B=2 T=32 accum=1 tok_s=(\d+) mfu=([0-9.]+) ", line[0])
+        # attention= names what ran (gpu_check's rows show it): on the CPU, "cpu"
+        m = re.search(r" model=d2 B=2 T=32 accum=1 attention=cpu tok_s=(\d+) mfu=([0-9.]+) ",
+                      line[0])
         self.assertIsNotNone(m, line[0])
         self.assertGreater(int(m.group(1)), 0)
 
@@ -158,7 +162,20 @@ class TorchReferenceLlama(unittest.TestCase):
                       "--seq", "32", "--steps", "2", "--warmup", "1"])
         line = [x for x in buf.getvalue().splitlines() if x.startswith("llama-result impl=torch")]
         self.assertEqual(len(line), 1)
-        self.assertIsNotNone(re.search(r" model=d2 B=2 T=32 accum=1 tok_s=\d+ ", line[0]), line[0])
+        self.assertIsNotNone(
+            re.search(r" model=d2 B=2 T=32 accum=1 attention=cpu tok_s=\d+ ", line[0]), line[0])
+
+
+class TorchAttention(unittest.TestCase):
+    """torch_attention.py, gpu_check's SDPA half of the attention row: its CPU self-check (SDPA
+    against softmax(QK^T)V in float64, the causal FLOP count, every field of its line)."""
+
+    def test_check_on_the_cpu(self):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            self.assertEqual(torch_attention.main(["--device", "cpu", "--check"]), 0)
+        self.assertRegex(buf.getvalue(), r"(?m)^attn-result engine=sdpa-math case=tiny .*"
+                                         r"fwd_tflops=[0-9.]+ bwd_tflops=[0-9.]+$")
 
 
 if __name__ == "__main__":

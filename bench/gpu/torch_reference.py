@@ -12,7 +12,8 @@ directly. Two uses:
   the flash kernel, fused AdamW, B x T micro-batches with `--accum` of them per optimizer step.
   Prints first-step and median step time, tokens/s and MFU = (6N + 12LCT) x tokens/s / peak
   (989 TFLOP/s, H100/H200 SXM dense bf16, as trainkit's device table), and one machine-readable
-  line `result impl=torch model=... B=... T=... tok_s=... mfu=... median_ms=... first_ms=...`.
+  line `result impl=torch model=... B=... T=... attention=sdpa-flash tok_s=... mfu=...
+  median_ms=... first_ms=...`.
 * Reference on the CPU (`--device cpu`, fp32, no compile): tests/fixtures/golden/make_golden.py
   builds the golden fixtures with this model, and bench/gpu/test_torch_reference.py checks it
   (loss at init, loss falling, the result line).
@@ -479,9 +480,11 @@ def benchmark(args):
           f"(first {first:.1f} ms), {tok_s:.0f} tok/s, MFU {100 * mfu:.1f}% of {peak:.0f} TFLOP/s, "
           f"peak memory {mem:.1f} GiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     tag = "llama-result" if llama else "result"
+    # The attention that ran: SDPA held to its flash backend on CUDA (else SDPA's own choice).
+    attention = "sdpa-flash" if args.flash_check and cuda else ("sdpa" if cuda else "cpu")
     print(f"{tag} impl=torch model={args.model} B={args.batch} T={args.seq} accum={args.accum} "
-          f"tok_s={tok_s:.0f} mfu={mfu:.4f} median_ms={median:.2f} first_ms={first:.2f} "
-          f"loss_first={losses[0]:.4f} loss_last={losses[-1]:.4f}")
+          f"attention={attention} tok_s={tok_s:.0f} mfu={mfu:.4f} median_ms={median:.2f} "
+          f"first_ms={first:.2f} loss_first={losses[0]:.4f} loss_last={losses[-1]:.4f}")
     return losses
 
 

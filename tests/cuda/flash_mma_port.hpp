@@ -10,9 +10,10 @@
 // 2·threadID_in_group + (i&1) (+8 for a4..a7); B: row 2·threadID_in_group + (i&1) (+8 for b2,b3),
 // column groupID; C/D: row groupID (+8 for c2,c3), column 2·threadID_in_group + (i&1)), and
 // `shfl.xor`. The other half, `flash_forward_mma_port`, walks the kernel's steps one warp at a
-// time with the index arithmetic of model/detail/flash_mma_layout.hpp — the header the kernel
-// itself uses — so a slip in a swizzle, an ldmatrix address, a fragment's reuse as an operand,
-// the diagonal mask or the online rescale shows up here as a wrong attention.
+// time (each of its m16 row groups: two at hs 64, one at hs 128, every K and V fragment loaded
+// once for all of them) with the index arithmetic of model/detail/flash_mma_layout.hpp — the header
+// the kernel itself uses — so a slip in a swizzle, an ldmatrix address, a fragment's reuse as an
+// operand, the diagonal mask or the online rescale shows up here as a wrong attention.
 //
 // Options: `round_p` rounds P to bf16 before the P·V product (the kernel does); `round_out`
 // rounds the output to bf16 (the kernel does). With both off the emulation is an fp32 attention
@@ -121,31 +122,35 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
   namespace d = trainkit::model::detail;
   namespace lay = trainkit::model::detail::flash_mma;
   constexpr int Bq = d::flash_tiles::block_q, Bk = d::flash_tiles::block_k;
-  constexpr int warps = Bq / 16, threads = warps * hw::lanes, L = hw::lanes;
+  constexpr int warps = 4, threads = warps * hw::lanes, L = hw::lanes;
   const d::attention_heads heads{H, KV, C / H};
   const int hs = heads.hs;
+  // The kernel's block: 4 warps of `groups` m16 row groups each.
+  const int groups = lay::forward_row_groups(hs), rows = lay::forward_block_rows(hs);
   const std::ptrdiff_t row = heads.row();
   const float scale_log2 = 1.0f / std::sqrt(float(hs)) * float(d::flash_log2e);
   const float inf = std::numeric_limits<float>::infinity();
   out.assign(std::size_t(B) * T * C, std::numeric_limits<float>::quiet_NaN());
   lse.assign(std::size_t(B) * H * T, std::numeric_limits<float>::quiet_NaN());
 
-  const std::size_t tile = std::size_t(Bq) * hs;
-  std::vector<float> sq(tile), sk[2] = {std::vector<float>(tile), std::vector<float>(tile)},
-                               sv[2] = {std::vector<float>(tile), std::vector<float>(tile)};
-  // cp.async 16 bytes per thread and step, zero-filled past T, into the swizzled tile.
-  auto copy_tile = [&](std::vector<float>& dst, const float* src, int first) {
+  const std::size_t tile = std::size_t(Bk) * hs;
+  std::vector<float> sq(std::size_t(rows) * hs),
+      sk[2] = {std::vector<float>(tile), std::vector<float>(tile)},
+      sv[2] = {std::vector<float>(tile), std::vector<float>(tile)};
+  // cp.async 16 bytes per thread and step, zero-filled past T, into a swizzled 64-row tile at
+  // element `at` of `dst`.
+  auto copy_tile = [&](std::vector<float>& dst, std::size_t at, const float* src, int first) {
     const int per_thread = Bq * hs / lay::chunk / threads;
     for (int tid = 0; tid < threads; ++tid)
       for (int i = 0; i < per_thread; ++i) {
         const int r = lay::copy_row(tid, i, threads, hs), c = lay::copy_col(tid, i, threads, hs);
         for (int e = 0; e < lay::chunk; ++e)
-          dst[std::size_t(lay::swizzled(r, c, hs) + e)] =
+          dst[at + std::size_t(lay::swizzled(r, c, hs) + e)] =
               first + r < T ? src[(first + r) * row + c + e] : 0.0f;
       }
   };
 
-  const int tiles = d::flash_tile_count(T, Bq);
+  const int tiles = d::flash_tile_count(T, rows);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const float* base = qkv.data() + std::ptrdiff_t(b) * T * row;
@@ -153,46 +158,45 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
       const float* k = base + heads.k_col(h);
       const float* v = base + heads.v_col(h);
       for (int qt = 0; qt < tiles; ++qt) {
-        const int q0 = qt * Bq, last = d::flash_last_key_tile(qt);
-        copy_tile(sq, q, q0);
-        copy_tile(sk[0], k, 0);
-        copy_tile(sv[0], v, 0);
-        struct warp_state {
-          std::vector<hw::warp_regs<4>> qa;  // the warp's Q strip as A fragments, per 16 dims
+        const int q0 = qt * rows, last = lay::forward_last_key_tile(q0, rows, T, Bk);
+        for (int part = 0; part < rows / Bq; ++part)
+          copy_tile(sq, std::size_t(part) * Bq * hs, q, q0 + part * Bq);
+        copy_tile(sk[0], 0, k, 0);
+        copy_tile(sv[0], 0, v, 0);
+        struct group_state {
+          std::vector<hw::warp_regs<4>> qa;  // the group's Q rows as A fragments, per 16 dims
           std::vector<hw::warp_acc> o;       // O (16 × hs): hs / 8 accumulators
           std::array<std::array<float, 2>, L> m, lsum;  // rows group and group + 8 of each lane
         };
-        std::array<warp_state, warps> ws;
-        for (int w = 0; w < warps; ++w) {
-          warp_state& st = ws[std::size_t(w)];
-          st.qa.resize(std::size_t(hs / 16));
-          for (int kk = 0; kk < hs / 16; ++kk) {
-            std::array<int, L> addr{};
-            for (int l = 0; l < L; ++l)
-              addr[std::size_t(l)] =
-                  lay::swizzled(16 * w + lay::ldsm_a_row(l), 16 * kk + lay::ldsm_a_col(l), hs);
-            st.qa[std::size_t(kk)] = hw::ldmatrix_x4(sq, addr, false);
+        // [warp][group]: warp w's group g holds tile rows 16·(groups·w + g)..
+        std::vector<std::vector<group_state>> ws(warps, std::vector<group_state>(groups));
+        for (int w = 0; w < warps; ++w)
+          for (int g = 0; g < groups; ++g) {
+            group_state& st = ws[std::size_t(w)][std::size_t(g)];
+            const int r0 = 16 * groups * w + 16 * g;
+            st.qa.resize(std::size_t(hs / 16));
+            for (int kk = 0; kk < hs / 16; ++kk) {
+              std::array<int, L> addr{};
+              for (int l = 0; l < L; ++l)
+                addr[std::size_t(l)] =
+                    lay::swizzled(r0 + lay::ldsm_a_row(l), 16 * kk + lay::ldsm_a_col(l), hs);
+              st.qa[std::size_t(kk)] = hw::ldmatrix_x4(sq, addr, false);
+            }
+            st.o.assign(std::size_t(hs / 8), hw::warp_acc{});
+            for (auto& x : st.m) x = {-inf, -inf};
+            for (auto& x : st.lsum) x = {0.0f, 0.0f};
           }
-          st.o.assign(std::size_t(hs / 8), hw::warp_acc{});
-          for (auto& x : st.m) x = {-inf, -inf};
-          for (auto& x : st.lsum) x = {0.0f, 0.0f};
-        }
         for (int kt = 0; kt <= last; ++kt) {
-          const int stage = kt % 2;
+          const int stage = kt % 2, k0 = kt * Bk;
           // Double buffering: the block copies the next K, V tiles into the other stage before
           // it works on this one.
           if (kt + 1 <= last) {
-            copy_tile(sk[1 - stage], k, (kt + 1) * Bk);
-            copy_tile(sv[1 - stage], v, (kt + 1) * Bk);
+            copy_tile(sk[1 - stage], 0, k, (kt + 1) * Bk);
+            copy_tile(sv[1 - stage], 0, v, (kt + 1) * Bk);
           }
           for (int w = 0; w < warps; ++w) {
-            const int r0 = 16 * w;
-            auto& qa = ws[std::size_t(w)].qa;
-            auto& o = ws[std::size_t(w)].o;
-            auto& m = ws[std::size_t(w)].m;
-            auto& lsum = ws[std::size_t(w)].lsum;
-            // S (16 × 64) = Q strip · Kᵀ: eight n8 accumulators.
-            std::array<hw::warp_acc, Bk / 8> s{};
+            // S (16 × 64 per group) = Q rows · Kᵀ: each K fragment loaded once for all groups.
+            std::vector<std::array<hw::warp_acc, Bk / 8>> s(static_cast<std::size_t>(groups));
             for (int kk = 0; kk < hs / 16; ++kk)
               for (int np = 0; np < Bk / 16; ++np) {
                 std::array<int, L> addr{};
@@ -205,69 +209,85 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
                   b0[std::size_t(l)] = {kr[std::size_t(l)][0], kr[std::size_t(l)][1]};
                   b1[std::size_t(l)] = {kr[std::size_t(l)][2], kr[std::size_t(l)][3]};
                 }
-                hw::mma_m16n8k16(s[std::size_t(2 * np)], qa[std::size_t(kk)], b0);
-                hw::mma_m16n8k16(s[std::size_t(2 * np + 1)], qa[std::size_t(kk)], b1);
-              }
-            // Scale to base 2; mask the diagonal tile; row maxima over the quad.
-            std::array<std::array<float, 2>, L> mx;
-            for (auto& x : mx) x = {-inf, -inf};
-            for (int n = 0; n < Bk / 8; ++n)
-              for (int l = 0; l < L; ++l)
-                for (int i = 0; i < 4; ++i) {
-                  float& x = s[std::size_t(n)][std::size_t(l)][std::size_t(i)];
-                  x *= scale_log2;
-                  if (kt == qt &&
-                      !lay::diagonal_visible(r0 + lay::acc_row(l, i), 8 * n + lay::acc_col(l, i)))
-                    x = -inf;
-                  mx[std::size_t(l)][std::size_t(i / 2)] =
-                      std::max(mx[std::size_t(l)][std::size_t(i / 2)], x);
+                for (int g = 0; g < groups; ++g) {
+                  const auto& qa = ws[std::size_t(w)][std::size_t(g)].qa;
+                  hw::mma_m16n8k16(s[std::size_t(g)][std::size_t(2 * np)], qa[std::size_t(kk)], b0);
+                  hw::mma_m16n8k16(s[std::size_t(g)][std::size_t(2 * np + 1)], qa[std::size_t(kk)],
+                                   b1);
                 }
-            std::array<std::array<float, 2>, L> corr;
-            for (int half = 0; half < 2; ++half) {
-              hw::warp_scalar x{};
-              for (int l = 0; l < L; ++l) x[std::size_t(l)] = mx[std::size_t(l)][std::size_t(half)];
-              for (int mask = 1; mask <= 2; mask *= 2) {
-                const auto y = hw::shfl_xor(x, mask);
-                for (int l = 0; l < L; ++l)
-                  x[std::size_t(l)] = std::max(x[std::size_t(l)], y[std::size_t(l)]);
               }
-              for (int l = 0; l < L; ++l) {
-                const float m_new =
-                    std::max(m[std::size_t(l)][std::size_t(half)], x[std::size_t(l)]);
-                corr[std::size_t(l)][std::size_t(half)] =
-                    std::exp2(m[std::size_t(l)][std::size_t(half)] - m_new);
-                m[std::size_t(l)][std::size_t(half)] = m_new;
-              }
-            }
-            // P = 2^(s − m'), the lane's share of the row sums, O rescaled.
-            for (int l = 0; l < L; ++l) {
-              std::array<float, 2> sum{0.0f, 0.0f};
+            for (int g = 0; g < groups; ++g) {
+              auto& sg = s[std::size_t(g)];
+              auto& o = ws[std::size_t(w)][std::size_t(g)].o;
+              auto& m = ws[std::size_t(w)][std::size_t(g)].m;
+              auto& lsum = ws[std::size_t(w)][std::size_t(g)].lsum;
+              const int first_row = q0 + 16 * groups * w + 16 * g;
+              const bool crossing = lay::needs_mask(k0, Bk, first_row);
+              // Scale to base 2; mask where the tile crosses the group's first row; row maxima
+              // over the quad.
+              std::array<std::array<float, 2>, L> mx;
+              for (auto& x : mx) x = {-inf, -inf};
               for (int n = 0; n < Bk / 8; ++n)
-                for (int i = 0; i < 4; ++i) {
-                  float& x = s[std::size_t(n)][std::size_t(l)][std::size_t(i)];
-                  x = std::exp2(x - m[std::size_t(l)][std::size_t(i / 2)]);
-                  sum[std::size_t(i / 2)] += x;
+                for (int l = 0; l < L; ++l)
+                  for (int i = 0; i < 4; ++i) {
+                    float& x = sg[std::size_t(n)][std::size_t(l)][std::size_t(i)];
+                    x *= scale_log2;
+                    if (crossing && !lay::causal_visible(first_row + lay::acc_row(l, i),
+                                                         k0 + 8 * n + lay::acc_col(l, i)))
+                      x = -inf;
+                    mx[std::size_t(l)][std::size_t(i / 2)] =
+                        std::max(mx[std::size_t(l)][std::size_t(i / 2)], x);
+                  }
+              std::array<std::array<float, 2>, L> corr;
+              for (int half = 0; half < 2; ++half) {
+                hw::warp_scalar x{};
+                for (int l = 0; l < L; ++l)
+                  x[std::size_t(l)] = mx[std::size_t(l)][std::size_t(half)];
+                for (int mask = 1; mask <= 2; mask *= 2) {
+                  const auto y = hw::shfl_xor(x, mask);
+                  for (int l = 0; l < L; ++l)
+                    x[std::size_t(l)] = std::max(x[std::size_t(l)], y[std::size_t(l)]);
                 }
-              for (int half = 0; half < 2; ++half)
-                lsum[std::size_t(l)][std::size_t(half)] =
-                    lsum[std::size_t(l)][std::size_t(half)] *
-                        corr[std::size_t(l)][std::size_t(half)] +
-                    sum[std::size_t(half)];
-              for (auto& acc : o)
-                for (int i = 0; i < 4; ++i)
-                  acc[std::size_t(l)][std::size_t(i)] *= corr[std::size_t(l)][std::size_t(i / 2)];
-            }
-            // O += P · V: the accumulators of key columns 16kk.. become the A fragment.
-            for (int kk = 0; kk < Bk / 16; ++kk) {
-              hw::warp_regs<4> pa{};
-              const auto rnd = [&](float x) { return opt.round_p ? hw::to_bf16(x) : x; };
-              for (int l = 0; l < L; ++l) {
-                const auto& lo = s[std::size_t(2 * kk)][std::size_t(l)];
-                const auto& hi = s[std::size_t(2 * kk + 1)][std::size_t(l)];
-                pa[std::size_t(l)] = {
-                    hw::reg{rnd(lo[0]), rnd(lo[1])}, hw::reg{rnd(lo[2]), rnd(lo[3])},
-                    hw::reg{rnd(hi[0]), rnd(hi[1])}, hw::reg{rnd(hi[2]), rnd(hi[3])}};
+                for (int l = 0; l < L; ++l) {
+                  const float m_new =
+                      std::max(m[std::size_t(l)][std::size_t(half)], x[std::size_t(l)]);
+                  corr[std::size_t(l)][std::size_t(half)] =
+                      std::exp2(m[std::size_t(l)][std::size_t(half)] - m_new);
+                  m[std::size_t(l)][std::size_t(half)] = m_new;
+                }
               }
+              // P = 2^(s − m'), the lane's share of the row sums, O rescaled.
+              for (int l = 0; l < L; ++l) {
+                std::array<float, 2> sum{0.0f, 0.0f};
+                for (int n = 0; n < Bk / 8; ++n)
+                  for (int i = 0; i < 4; ++i) {
+                    float& x = sg[std::size_t(n)][std::size_t(l)][std::size_t(i)];
+                    x = std::exp2(x - m[std::size_t(l)][std::size_t(i / 2)]);
+                    sum[std::size_t(i / 2)] += x;
+                  }
+                for (int half = 0; half < 2; ++half)
+                  lsum[std::size_t(l)][std::size_t(half)] =
+                      lsum[std::size_t(l)][std::size_t(half)] *
+                          corr[std::size_t(l)][std::size_t(half)] +
+                      sum[std::size_t(half)];
+                for (auto& acc : o)
+                  for (int i = 0; i < 4; ++i)
+                    acc[std::size_t(l)][std::size_t(i)] *= corr[std::size_t(l)][std::size_t(i / 2)];
+              }
+            }
+            // O += P · V: the accumulators of key columns 16kk.. become the A fragment; each V
+            // fragment loaded once for all groups.
+            const auto rnd = [&](float x) { return opt.round_p ? hw::to_bf16(x) : x; };
+            for (int kk = 0; kk < Bk / 16; ++kk) {
+              std::vector<hw::warp_regs<4>> pa(static_cast<std::size_t>(groups));
+              for (int g = 0; g < groups; ++g)
+                for (int l = 0; l < L; ++l) {
+                  const auto& lo = s[std::size_t(g)][std::size_t(2 * kk)][std::size_t(l)];
+                  const auto& hi = s[std::size_t(g)][std::size_t(2 * kk + 1)][std::size_t(l)];
+                  pa[std::size_t(g)][std::size_t(l)] = {
+                      hw::reg{rnd(lo[0]), rnd(lo[1])}, hw::reg{rnd(lo[2]), rnd(lo[3])},
+                      hw::reg{rnd(hi[0]), rnd(hi[1])}, hw::reg{rnd(hi[2]), rnd(hi[3])}};
+                }
               for (int dp = 0; dp < hs / 16; ++dp) {
                 std::array<int, L> addr{};
                 for (int l2 = 0; l2 < L; ++l2)
@@ -279,45 +299,49 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
                   b0[std::size_t(l2)] = {vr[std::size_t(l2)][0], vr[std::size_t(l2)][1]};
                   b1[std::size_t(l2)] = {vr[std::size_t(l2)][2], vr[std::size_t(l2)][3]};
                 }
-                hw::mma_m16n8k16(o[std::size_t(2 * dp)], pa, b0);
-                hw::mma_m16n8k16(o[std::size_t(2 * dp + 1)], pa, b1);
+                for (int g = 0; g < groups; ++g) {
+                  auto& o = ws[std::size_t(w)][std::size_t(g)].o;
+                  hw::mma_m16n8k16(o[std::size_t(2 * dp)], pa[std::size_t(g)], b0);
+                  hw::mma_m16n8k16(o[std::size_t(2 * dp + 1)], pa[std::size_t(g)], b1);
+                }
               }
             }
           }
         }
-        for (int w = 0; w < warps; ++w) {
-          const int r0 = 16 * w;
-          auto& o = ws[std::size_t(w)].o;
-          auto& m = ws[std::size_t(w)].m;
-          auto& lsum = ws[std::size_t(w)].lsum;
-          // Row sums over the quad, then out = O / l and lse = (m + log2 l)·ln 2.
-          for (int half = 0; half < 2; ++half) {
-            hw::warp_scalar x{};
-            for (int l2 = 0; l2 < L; ++l2)
-              x[std::size_t(l2)] = lsum[std::size_t(l2)][std::size_t(half)];
-            for (int mask = 1; mask <= 2; mask *= 2) {
-              const auto y = hw::shfl_xor(x, mask);
-              for (int l2 = 0; l2 < L; ++l2) x[std::size_t(l2)] += y[std::size_t(l2)];
+        for (int w = 0; w < warps; ++w)
+          for (int g = 0; g < groups; ++g) {
+            const int r0 = 16 * groups * w + 16 * g;
+            auto& o = ws[std::size_t(w)][std::size_t(g)].o;
+            auto& m = ws[std::size_t(w)][std::size_t(g)].m;
+            auto& lsum = ws[std::size_t(w)][std::size_t(g)].lsum;
+            // Row sums over the quad, then out = O / l and lse = (m + log2 l)·ln 2.
+            for (int half = 0; half < 2; ++half) {
+              hw::warp_scalar x{};
+              for (int l2 = 0; l2 < L; ++l2)
+                x[std::size_t(l2)] = lsum[std::size_t(l2)][std::size_t(half)];
+              for (int mask = 1; mask <= 2; mask *= 2) {
+                const auto y = hw::shfl_xor(x, mask);
+                for (int l2 = 0; l2 < L; ++l2) x[std::size_t(l2)] += y[std::size_t(l2)];
+              }
+              for (int l2 = 0; l2 < L; ++l2)
+                lsum[std::size_t(l2)][std::size_t(half)] = x[std::size_t(l2)];
             }
             for (int l2 = 0; l2 < L; ++l2)
-              lsum[std::size_t(l2)][std::size_t(half)] = x[std::size_t(l2)];
+              for (int n = 0; n < hs / 8; ++n)
+                for (int i = 0; i < 4; ++i) {
+                  const int t = q0 + r0 + lay::acc_row(l2, i);
+                  if (t >= T) continue;
+                  const float y = o[std::size_t(n)][std::size_t(l2)][std::size_t(i)] *
+                                  (1.0f / lsum[std::size_t(l2)][std::size_t(i / 2)]);
+                  out[(std::size_t(b) * T + t) * C + std::size_t(heads.q_col(h)) + 8 * n +
+                      lay::acc_col(l2, i)] = opt.round_out ? hw::to_bf16(y) : y;
+                  if (lay::acc_col(l2, i) == 0)
+                    lse[(std::size_t(b) * H + h) * T + t] =
+                        (m[std::size_t(l2)][std::size_t(i / 2)] +
+                         std::log2(lsum[std::size_t(l2)][std::size_t(i / 2)])) *
+                        float(d::flash_ln2);
+                }
           }
-          for (int l2 = 0; l2 < L; ++l2)
-            for (int n = 0; n < hs / 8; ++n)
-              for (int i = 0; i < 4; ++i) {
-                const int t = q0 + r0 + lay::acc_row(l2, i);
-                if (t >= T) continue;
-                const float y = o[std::size_t(n)][std::size_t(l2)][std::size_t(i)] *
-                                (1.0f / lsum[std::size_t(l2)][std::size_t(i / 2)]);
-                out[(std::size_t(b) * T + t) * C + std::size_t(heads.q_col(h)) + 8 * n +
-                    lay::acc_col(l2, i)] = opt.round_out ? hw::to_bf16(y) : y;
-                if (lay::acc_col(l2, i) == 0)
-                  lse[(std::size_t(b) * H + h) * T + t] =
-                      (m[std::size_t(l2)][std::size_t(i / 2)] +
-                       std::log2(lsum[std::size_t(l2)][std::size_t(i / 2)])) *
-                      float(d::flash_ln2);
-              }
-        }
       }
     }
 }

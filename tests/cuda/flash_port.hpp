@@ -110,6 +110,7 @@ inline void flash_backward_port(std::vector<float>& dqkv, const std::vector<floa
   const int hs = heads.hs;
   const std::ptrdiff_t row = heads.row();
   const float scale = 1.0f / std::sqrt(float(hs));
+  const float scale_log2 = scale * float(d::flash_log2e);
   dqkv.assign(std::size_t(B) * T * std::size_t(row), 0.0f);
   std::vector<float> delta(T), dq(std::size_t(T) * hs), dk(std::size_t(T) * hs),
       dv(std::size_t(T) * hs);
@@ -139,8 +140,8 @@ inline void flash_backward_port(std::vector<float>& dqkv, const std::vector<floa
               qk += q[t * row + e] * k[j * row + e];
               dp += dy[t * C + e] * v[j * row + e];
             }
-            const float pr =
-                std::exp2(qk * scale * float(d::flash_log2e) - L[t] * float(d::flash_log2e));
+            // The kernel's expression: scores times scale·log2 e (one constant), minus lse·log2 e.
+            const float pr = std::exp2(qk * scale_log2 - L[t] * float(d::flash_log2e));
             const float ds = pr * (dp - delta[std::size_t(t)]) * scale;
             const float pb = bf16_round(pr), dsb = bf16_round(ds);
             for (int e = 0; e < hs; ++e) {

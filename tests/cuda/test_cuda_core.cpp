@@ -31,9 +31,9 @@ namespace {
 
 TEST(CudaError, MessageNamesFileLineCallAndError) {
   const std::string m = trainkit::cuda::detail::format_failure(
-      "/a/b/gpt2/cuda.hpp", 212, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation", "out of memory");
+      "/a/b/gpt2_cuda.hpp", 212, "cudaMalloc(&p, n)", "cudaErrorMemoryAllocation", "out of memory");
   EXPECT_EQ(m,
-            "gpt2/cuda.hpp:212: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of "
+            "gpt2_cuda.hpp:212: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation (out of "
             "memory)");
 }
 

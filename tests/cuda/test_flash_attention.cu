@@ -1,8 +1,9 @@
 // GPU tests of trainkit's flash attention (model/cuda/flash_attention.cuh) against the naive CPU
 // attention (out, dq, dk, dv), the CPU twin of its tiling (the saved log-sum-exp) and the
-// lane-level CPU emulation of the forward kernel (flash_mma_port.hpp: the same MMA fragments,
-// roundings and online softmax, so the kernel must match it to a flipped bf16 rounding here and
-// there, mma_port_rounding_distance, and its lse to fp32 ulps): head sizes 64 and 128, T on and
+// lane-level CPU emulations of the forward and backward kernels (flash_mma_port.hpp,
+// flash_mma_backward_port.hpp: the same MMA fragments, roundings and online softmax, so the
+// kernels must match them to a flipped bf16 rounding here and there, mma_port_rounding_distance,
+// and the lse to fp32 ulps): head sizes 64 and 128, T on and
 // off the 64-row tile (1000, 67, 17) and at the training shape (head size 64, T = 1024), outputs
 // poisoned first. Tolerances are sized to the kernels' real error: a CPU port of their
 // arithmetic with their bf16 roundings (flash_port.hpp) gives the error they should have against
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <random>
 
+#include "flash_mma_backward_port.hpp"
 #include "flash_mma_port.hpp"
 #include "flash_port.hpp"
 #include "gpu_test_support.cuh"
@@ -121,6 +123,14 @@ void check_flash_attention(int B, int T, int C, int H, std::uint64_t seed, int k
   k::flash_attention_backward(dev(dqkv), delta.data(), dq_accum.data(), dev(d_dout), dev(d_qkv),
                               dev(out), lse.data(), B, T, C, H, KV, 0);
   const fvec dqkv_h = to_host(dqkv);
+  // The backward kernel against its lane-level emulation, fed the kernel's own out and lse.
+  fvec emu_dqkv;
+  flash_backward_mma_port(emu_dqkv, dout, qkv, out_h, to_host_raw(lse), B, T, C, H, KV);
+  for (int part = 0; part < 3; ++part)
+    EXPECT_LT(relative_error(a.part(dqkv_h, part), a.part(emu_dqkv, part)),
+              mma_port_rounding_distance)
+        << "d"
+        << "qkv"[part] << " vs the emulation, T=" << T << " C=" << C << " H=" << H << " KV=" << KV;
   for (int part = 0; part < 3; ++part) {
     const fvec got = a.part(dqkv_h, part);
     EXPECT_LT(relative_error(got, a.part(exp_dqkv, part)), sized_tolerance(port.d_error[part]))
@@ -163,6 +173,14 @@ TEST(CudaFlashAttention, ShorterThanOneTile) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   check_flash_attention(2, 17, 128, 2, 28);  // head size 64
   check_flash_attention(1, 17, 256, 2, 29);  // head size 128
+}
+
+// Head size 64 runs 128-row forward blocks (two row groups a warp): one row past a block, and a
+// block whose second half is partly past T.
+TEST(CudaFlashAttention, Head64AroundTheForwardBlock) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_attention(1, 129, 128, 2, 30);
+  check_flash_attention(2, 193, 64, 1, 31);
 }
 
 // The training shape: GPT-2's head size 64 at T = 1024 (d12's 12 heads).
@@ -213,6 +231,11 @@ TEST(CudaFlashAttention, RejectsHeadSizesNotBuilt) {
                trainkit::config_error);
   // KV must divide H.
   EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 256, 4, 3, 0),
+               trainkit::config_error);
+  // The backward adds dQ in float pairs: its accumulator must be 8-byte aligned.
+  float* misaligned = reinterpret_cast<float*>(std::uintptr_t(4));
+  EXPECT_THROW(k::flash_attention_backward(nullptr, nullptr, misaligned, nullptr, nullptr, nullptr,
+                                           nullptr, 1, 8, 128, 2, 2, 0),
                trainkit::config_error);
 }
 

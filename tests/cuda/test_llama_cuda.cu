@@ -7,7 +7,9 @@
 // error < 5% (a wrong kernel or offset gives cosine near 0). Shapes: GQA with groups of 2 (d2's
 // heads) and 3, T on and off the 64-row tile; the variants (tied head, QK-norm, ReLU²); flash and,
 // when the program links it, cuDNN. Also the step protocol (buckets published once each, in
-// order; the step's loss) and the refusals, which need no device. Never run on a GPU yet.
+// order; the step's loss; with NCCL, a pre-multiplied x2 sum over one GPU that a bucket published
+// before backward finished it would fail), bad-token flags across a growing arena, and the
+// refusals, which need no device. Never run on a GPU yet.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +26,11 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/llama/cuda.hpp"
+#if defined(TRAINKIT_TEST_NCCL)
+#include "trainkit/comm/nccl_communicator.hpp"
+#include "trainkit/reduce/nccl_allreduce.hpp"
+#include "trainkit/reduce/nccl_zero1.hpp"
+#endif
 
 namespace {
 
@@ -221,6 +228,102 @@ TEST(LlamaCuda, BadTokensThrowConfigError) {
   batch.inputs = to_device_raw(batch.host_inputs);
   EXPECT_THROW(m.forward(batch.view()), trainkit::config_error);
 }
+
+// The bad-token flags collect over a step's micro-steps. They lived in the activation arena, which
+// reserve() frees and reallocates when a later micro-step is larger: a bad target in the first
+// micro-step was lost when the second grew the arena (the flags now have their own buffer).
+TEST(LlamaCuda, BadTokenFlagsSurviveAnArenaThatGrowsInALaterMicroStep) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const llama_config cfg = small(2, 2, 1);
+  llama_cuda m(cfg, 1);  // no batch_size/seq_len: the arena is sized by the first micro-step
+  device_batch small_batch(1, 16, cfg.vocab_size, 4), large_batch(4, 64, cfg.vocab_size, 5);
+  small_batch.host_targets[3] = cfg.vocab_size;  // one past the vocabulary, first micro-step
+  small_batch.targets = to_device_raw(small_batch.host_targets);
+  trainkit::cuda::execution_context ctx;
+  trainkit::model::micro_step micro{0.5f, 0, 2, {}};
+  m.zero_grad(ctx);
+  m.forward_backward(small_batch.view(), micro, ctx);
+  micro.index = 1;
+  m.forward_backward(large_batch.view(), micro, ctx);  // grows the arena
+  ctx.synchronize();
+  EXPECT_THROW((void)m.step_loss(), trainkit::config_error) << "the first micro-step's bad target";
+}
+
+#if defined(TRAINKIT_TEST_NCCL)
+// A bucket published too early (before the last kernel writing it is enqueued) goes unnoticed over
+// one GPU with an in-place ncclSum, which launches nothing. A pre-multiplied sum (x2) launches a
+// real kernel on the reducer's stream: every bucket must come out exactly twice the gradients of
+// the same model without a reducer (as test_nccl_premul.cu's GPT-2 test). One reduced before
+// backward finished it reads a half-written gradient, one never reduced stays x1, one reduced twice
+// is x4. cuDNN (deterministic) gives the same bits run to run, so "exactly"; flash's dQ atomics do
+// not, so with flash each bucket is held to 2x within 1e-2 relative (a wrong bucket is off by
+// ~0.5).
+template <class Reducer>
+struct forward_to {
+  Reducer* reducer;
+  static void ready(void* self, std::size_t bucket) {
+    static_cast<forward_to*>(self)->reducer->bucket_ready(bucket);
+  }
+};
+
+template <class Reducer>
+fvec llama_gradients_of_a_step(Reducer* reducer, const llama_cuda_options& opt) {
+  const llama_config cfg = small(2, 4, 2);
+  const device_batch a(2, 64, cfg.vocab_size, 31), b(2, 64, cfg.vocab_size, 32);
+  llama_cuda model(cfg, 9, opt);
+  trainkit::cuda::execution_context ctx;
+  forward_to<Reducer> hook{reducer};
+  if (reducer != nullptr) reducer->attach(model, ctx);
+  trainkit::model::micro_step micro{0.5f, 0, 2, {}};
+  if (reducer != nullptr) micro.on_bucket = {&hook, &forward_to<Reducer>::ready};
+  model.zero_grad(ctx);
+  model.forward_backward(a.view(), micro, ctx);
+  micro.index = 1;
+  model.forward_backward(b.view(), micro, ctx);
+  if (reducer != nullptr) reducer->finish();
+  ctx.synchronize();
+  fvec grads(model.num_parameters());
+  model.gradients_to_host(grads);
+  return grads;
+}
+
+template <class Reducer>
+void expect_llama_buckets_doubled() {
+  llama_cuda_options opt;
+  const bool exact = trainkit::model::kernels::cudnn_attention_factory() != nullptr;
+  opt.attention = exact ? gpt2_attention::cudnn : gpt2_attention::flash;
+  opt.deterministic = exact;
+  const fvec plain = llama_gradients_of_a_step<Reducer>(nullptr, opt);
+  const auto comm = trainkit::comm::nccl_communicator::single();
+  Reducer reducer(comm, 2.0f);
+  const fvec doubled = llama_gradients_of_a_step(&reducer, opt);
+  ASSERT_EQ(doubled.size(), plain.size());
+  for (const trainkit::gradient_bucket& bucket :
+       trainkit::model::llama_gradient_buckets(small(2, 4, 2))) {
+    fvec got, want;
+    for (const trainkit::gradient_range& r : bucket.ranges)
+      for (std::size_t i = r.offset; i < r.offset + r.count; ++i) {
+        got.push_back(doubled[i]);
+        want.push_back(2.0f * plain[i]);
+      }
+    if (exact) {
+      EXPECT_EQ(got, want) << "bucket " << bucket.name << " (cudnn, deterministic)";
+    } else {
+      EXPECT_LT(relative_error(got, want), 1e-2) << "bucket " << bucket.name << " (flash)";
+    }
+  }
+}
+
+TEST(LlamaCuda, PreMulSumAllReduceDoublesEveryBucketAfterBackwardWroteIt) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  expect_llama_buckets_doubled<trainkit::reduce::nccl_allreduce>();
+}
+
+TEST(LlamaCuda, PreMulSumZero1ReduceDoublesEveryBucketAfterBackwardWroteIt) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  expect_llama_buckets_doubled<trainkit::reduce::nccl_zero1>();  // one rank owns the whole buffer
+}
+#endif
 
 TEST(LlamaCuda, StateHoldsEveryLayoutTensorOnTheDevice) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();

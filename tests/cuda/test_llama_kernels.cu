@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "gpu_test_support.cuh"
-#include "trainkit/model/llama/cuda_kernels.cuh"
 #include "trainkit/model/detail/llama_cuda_twins.hpp"
+#include "trainkit/model/llama/cuda_kernels.cuh"
+#include "trainkit/model/llama/cuda_memory.hpp"
 
 namespace {
 
@@ -100,6 +101,15 @@ TEST(CudaLlamaKernels, RmsnormBackwardDeterministic) {
           }
           EXPECT_LT(relative_error(inc_got, inc_want), 4 * tol_twin) << N << "x" << C;
           EXPECT_LT(relative_error(got_w, want_w), tol_twin) << N << "x" << C;
+          if (gain) {  // the dw reduce adds the partials in its twin's order: bit for bit
+            const fvec parts = to_host_raw(partial);
+            const std::size_t width = std::size_t(C);
+            fvec sums(width), reduced(width);
+            d::rmsnorm_dw_reduce_twin(sums.data(), parts.data(), int(parts.size() / width), C);
+            for (std::size_t c = 0; c < reduced.size(); ++c)
+              reduced[c] = d::round_to_bf16(dw0[c] + sums[c]);
+            EXPECT_EQ(got_w, reduced) << "dw vs rmsnorm_dw_reduce_twin, " << N << "x" << C;
+          }
           first_d = got_d;
           first_w = got_w;
         } else {
@@ -108,6 +118,17 @@ TEST(CudaLlamaKernels, RmsnormBackwardDeterministic) {
         }
       }
     }
+}
+
+// No device needed: the arena's scratch for the RMSNorm backward (llama/cuda_memory.hpp, host-only)
+// is what the kernel needs (rmsnorm.cuh), whatever the rows and width.
+TEST(CudaLlamaKernels, ArenaRmsnormScratchIsWhatTheKernelNeeds) {
+  for (const std::size_t N :
+       {std::size_t(1), std::size_t(31), std::size_t(32), std::size_t(33), std::size_t(32768)})
+    for (const int C : {8, 264, 768, 2048})
+      EXPECT_EQ(trainkit::model::llama_rmsnorm_partial_floats(N, C),
+                k::rmsnorm_partial_floats(N, C))
+          << N << " rows x " << C;
 }
 
 struct qkv_shape {

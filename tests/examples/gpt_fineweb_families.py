@@ -156,6 +156,8 @@ class Runner:
                 self.fail("%s muon: the checkpoint has no Muon momentum: %s" % (arch, names))
             if m["meta"].get("arch") != arch or m["meta"].get("optimizer") != "muon":
                 self.fail("%s muon: the checkpoint records %s" % (arch, m["meta"]))
+            if m["meta"].get("attention") != "cpu":  # the engine that ran (cuda: cudnn|flash|naive)
+                self.fail("%s muon: meta attention is not cpu: %s" % (arch, m["meta"]))
             if arch == "gpt2" and losses[2:] == adamw[2:]:
                 self.fail("--optimizer muon trained exactly as adamw")
         other, _ = self.trains("gpt2_muon_lr", ["--optimizer", "muon", "--lr", "3e-3",

@@ -1,5 +1,5 @@
 # The include graph between the folders of include/trainkit/ must have no cycle, and a few edges
-# are forbidden outright (optim/ and reduce/ meet only in comm/ and core/).
+# are forbidden outright (optim/ and reduce/ meet only in comm/ and core/, either direction).
 #
 #   cmake -DROOT=<dir holding trainkit/> [-DFORBIDDEN="a->b;c->d"] -P folder_graph.cmake
 #

@@ -9,6 +9,10 @@
 // Slips planted while writing this (each reverted): K's ldmatrix column ldsm_bt_col taking
 // lane / 16, the A/V row mapping ldsm_a_row taking lane / 16, the diagonal test col < row, and O
 // rescaled by the other row's factor — each fails the fp32-twin cases (out off by 3 to 8, or NaN).
+// Head size 64 runs 128-row blocks (32 rows a warp, K and V fragments shared by two row groups):
+// planted (reverted), needs_mask testing k0 > first_row (the tile's far keys left unmasked for
+// a warp's second group: out off by 4.6) and the last key tile one short when the last real
+// query is a tile's first key (T = 129: out off by 3.8e-2) each fail the twin cases.
 // Grouped-query attention (KV < H): the emulation takes K and V at the offsets the kernel takes
 // (detail/attention_heads.hpp) and must still be the twin. Both read the one head map, so a slip
 // in the map itself moves them together: that is caught where the twin is held to llama_cpu's
@@ -122,6 +126,10 @@ TEST(FlashMmaPort, MatchesTheFp32TwinAtRaggedT) {
   check_against_twin({1, 17, 256, 2}, 9);
   check_against_twin({1, 1024, 128, 1}, 10);
   check_against_twin({1, 129, 256, 2}, 11);
+  // Head size 64 runs 128-row blocks (two row groups a warp): one row past a block, and a block
+  // whose second half is partly past T.
+  check_against_twin({1, 129, 128, 2}, 15);
+  check_against_twin({1, 193, 64, 1}, 16);
 }
 
 // Grouped queries: groups of 2, 3 and 4 (one KV head), head sizes 64 and 128, T on and off the

@@ -6,7 +6,8 @@
 // or sign slip lands near 1). The RoPE table the CUDA policy uploads must equal llama_cpu's bit for
 // bit. RMSNorm is also run on rows with mean(x²) ≈ 1e-6, where ε = 1e-5 dominates and putting ε
 // outside the root would be visible. The kernels' shared index maps (RMSNorm backward's
-// shared-memory slots, RoPE's thread-to-pairs map) are walked over whole grids. The GPU kernels
+// shared-memory slots, its dw reduce's grid, RoPE's thread-to-pairs map) are walked over whole
+// grids. The GPU kernels
 // are held to these twins by tests/cuda/test_llama_kernels.cu.
 #include "trainkit/model/detail/llama_cuda_twins.hpp"  // first: the header compiles on its own
 
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "trainkit/model/cpu/rmsnorm_rope_kernels.hpp"
@@ -288,6 +290,34 @@ TEST(LlamaCudaTwins, RmsnormSlotMapIsABijection) {
         }
     EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << C;
   }
+}
+
+// RMSNorm backward's dw reduce: every chunk's partial of every channel read once, the sums those of
+// the partials, and the grid wide enough to fill the GPU (24 blocks of 512 threads at d12, where
+// one 128-thread block per 128 channels gave 6).
+TEST(LlamaCudaTwins, RmsnormDwReduceReadsEveryPartialOnceOverManyBlocks) {
+  std::mt19937_64 rng(31);
+  for (const auto& [chunks, C] :
+       {std::pair{1024, 768}, std::pair{37, 264}, std::pair{1, 8}, std::pair{17, 40}}) {
+    const std::size_t n = std::size_t(chunks) * std::size_t(C);
+    const fvec partial = random_bf16(n, rng);
+    std::vector<int> reads(n, 0);
+    fvec sums(std::size_t(C), NAN);
+    d::rmsnorm_dw_reduce_twin(sums.data(), partial.data(), chunks, C, reads.data());
+    EXPECT_TRUE(std::all_of(reads.begin(), reads.end(), [](int r) { return r == 1; }))
+        << chunks << " chunks x " << C;
+    fvec want(std::size_t(C), 0.0f);
+    for (int c = 0; c < C; ++c) {
+      double s = 0;
+      for (int j = 0; j < chunks; ++j)
+        s += partial[std::size_t(j) * std::size_t(C) + std::size_t(c)];
+      want[std::size_t(c)] = float(s);
+    }
+    EXPECT_LT(relative_error(sums, want), 1e-5) << chunks << " chunks x " << C;
+  }
+  EXPECT_EQ(d::rmsnorm_reduce_blocks(768), 24);
+  EXPECT_EQ(d::rmsnorm_reduce_channels * d::rmsnorm_reduce_lanes, 512);
+  EXPECT_EQ(d::rmsnorm_reduce_blocks(8), 1);
 }
 
 // RoPE: the grid of N·(H+KV)·(hs/16) threads rotates every (i, i + hs/2) pair of every q and k

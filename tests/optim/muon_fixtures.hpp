@@ -94,12 +94,12 @@ inline golden_file load() {
     g.model.params = hashed_values(total, f.meta.at("param_seed"), f.meta.at("param_scale"));
     g.model.grads.assign(total, 0.0f);
     const auto& k = c.at("config");
-    g.config.lr = k.at("lr");
+    // The fixture's Muon peak over its schedule's peak (the generator's two rates).
+    g.config.lr_ratio = double(float(k.at("lr"))) / double(float(f.meta.at("schedule_max_lr")));
     g.config.momentum = k.at("momentum");
     g.config.nesterov = k.at("nesterov");
     g.config.ns_steps = k.at("ns_steps");
     g.config.weight_decay = k.at("weight_decay");
-    g.config.schedule_max_lr = f.meta.at("schedule_max_lr");
     g.config.adamw.beta1 = k.at("beta1");
     g.config.adamw.beta2 = k.at("beta2");
     g.config.adamw.eps = k.at("eps");

@@ -64,7 +64,7 @@ run_record train(int rank, int ranks, int micro, Reducer reducer, int steps,
   cfg.schedule.max_lr = 3e-3f;
   cfg.grad_clip = 0.5f;  // small: clipping acts on every step
   tk::optim::muon_config m;
-  m.schedule_max_lr = cfg.schedule.max_lr;
+  m.lr_ratio = double(0.02f) / double(cfg.schedule.max_lr);  // Muon's 0.02 at the peak
   m.weight_decay = 0.01f;
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu, Optimizer,
               Checkpointer, Reducer>

@@ -111,7 +111,8 @@ TEST(NewtonSchulz, TallIsTheTransposeOfWide) {
 TEST(MuonConfig, DefaultsArePublishedMuonAndValid) {
   const to::muon_config c;
   EXPECT_NO_THROW(c.validate());
-  EXPECT_EQ(c.lr, 0.02f);
+  // Muon's published 0.02 at a 6e-4 schedule peak, as one ratio.
+  EXPECT_EQ(float(double(6e-4f) * c.lr_ratio), 0.02f);
   EXPECT_EQ(c.momentum, 0.95f);
   EXPECT_TRUE(c.nesterov);
   EXPECT_EQ(c.ns_steps, 5);
@@ -130,13 +131,13 @@ TEST(MuonConfig, ValidateNamesTheBadField) {
     std::string expected;
   };
   std::vector<bad_case> cases = {
-      {{.lr = 0.0f}, "muon_config.lr must be finite and > 0: 0"},
-      {{.lr = NAN}, "muon_config.lr"},
+      {{.lr_ratio = 0.0}, "muon_config.lr_ratio must be finite and > 0: 0"},
+      {{.lr_ratio = NAN}, "muon_config.lr_ratio"},
+      {{.lr_ratio = INFINITY}, "muon_config.lr_ratio"},
       {{.momentum = 1.0f}, "muon_config.momentum must be in [0,1): 1"},
       {{.momentum = -0.5f}, "muon_config.momentum"},
       {{.ns_steps = 0}, "muon_config.ns_steps must be in [1,100]: 0"},
       {{.weight_decay = -1.0f}, "muon_config.weight_decay"},
-      {{.schedule_max_lr = INFINITY}, "muon_config.schedule_max_lr"},
       {{.muon_roles = {tk::tensor_role::matrix, tk::tensor_role::bias}}, "muon_config.muon_roles"},
   };
   to::muon_config bad_adamw;
@@ -249,7 +250,7 @@ TEST(MuonCpu, UpdateScaleAndDecayFollowThePublishedRule) {
   to::muon_cpu opt(m, cfg);
   m.grads = random_values(m.params.size(), 40);
   tk::host_context ctx;
-  opt.update(m, 6e-4f, {1.0}, ctx);  // the schedule's peak: Muon's rate is cfg.lr
+  opt.update(m, 6e-4f, {1.0}, ctx);  // the default ratio at a 6e-4 schedule rate: Muon's is 0.02
   std::vector<float> o(96);
   to::detail::newton_schulz_workspace<float> ws;
   to::detail::newton_schulz(m.grads.data() + 520, o.data(), 12, 8, 5, ws);

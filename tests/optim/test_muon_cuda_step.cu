@@ -47,7 +47,7 @@ TEST(MuonCuda, ThreeUpdatesMatchTheHostTwin) {
   to::muon_config config;
   config.weight_decay = 0.1f;  // exercise the decoupled decay of both halves
   config.adamw.weight_decay = 0.1f;
-  config.schedule_max_lr = 1e-3f;
+  config.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
   const std::vector<float> start = download(model);
   to::muon_cuda opt(model, config);
   EXPECT_EQ(opt.shape_groups(), 3u);  // C×C (q, k, v, attention projection), 4C×C, C×4C

@@ -65,7 +65,7 @@ tk::trainer_config quiet_config(int steps) {
 
 tk::optim::muon_config muon_settings(float schedule_max_lr) {
   tk::optim::muon_config m;
-  m.schedule_max_lr = schedule_max_lr;
+  m.lr_ratio = double(0.02f) / double(schedule_max_lr);  // Muon's 0.02 at the schedule's peak
   m.weight_decay = 0.01f;
   return m;
 }

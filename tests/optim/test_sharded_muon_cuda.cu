@@ -101,7 +101,7 @@ to::muon_config test_config() {
   to::muon_config c;
   c.weight_decay = 0.1f;
   c.adamw.weight_decay = 0.1f;
-  c.schedule_max_lr = 1e-3f;
+  c.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
   return c;
 }
 

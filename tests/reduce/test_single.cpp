@@ -1,8 +1,10 @@
-// Tests of reduce::single's clipping step (no MPI): the norm over the buckets is the whole-buffer
-// global norm bit for bit, whatever order the buckets are published in; the factor is
-// max_norm / norm when the norm exceeds a positive threshold and exactly 1 otherwise (a threshold
-// above the norm, or 0 = off); the gradients are not touched; and clip() without attach() is an
-// error, not a read of nothing. It delivers whole gradients (gradient_layout::replicated).
+// Tests of the trainer's clipping step (optim::host_grad_clip) over reduce::single's facts (no
+// MPI): single owns every bucket's range and combines nothing, so the norm over the buckets is
+// the whole-buffer global norm bit for bit, whatever order the buckets are published in; the
+// factor is max_norm / norm when the norm exceeds a positive threshold and exactly 1 otherwise (a
+// threshold above the norm, or 0 = off); the gradients are not touched; a step before attach()
+// (single then owns nothing) is an error, not a norm of nothing; and a reducer whose owned range
+// cuts a norm chunk is refused. single delivers whole gradients (gradient_layout::replicated).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -46,6 +48,18 @@ bucketed make(float scale) {
   return m;
 }
 
+/// A sharded reducer that owns [begin, end) and has no other rank to combine with.
+struct owns_part {
+  static constexpr tk::gradient_layout delivered_gradients = tk::gradient_layout::reduce_scattered;
+  tk::gradient_range mine;
+  template <class M, class C>
+  void attach(M&, C&) {}
+  void bucket_ready(std::size_t) {}
+  void finish() {}
+  std::span<const tk::gradient_range> owned_gradients() const { return {&mine, 1}; }
+  void combine_norm_partials(std::span<double>, tk::host_context&) {}
+};
+
 }  // namespace
 
 TEST(ReduceSingle, ClipIsTheGlobalNormOverTheBucketsAndItsFactor) {
@@ -58,15 +72,16 @@ TEST(ReduceSingle, ClipIsTheGlobalNormOverTheBucketsAndItsFactor) {
   const double whole = tk::optim::global_norm(g);
   ASSERT_GT(whole, 1.0) << "the test needs a norm above the default threshold";
 
-  const auto clipped = r.clip(g, m.gradient_buckets(), 1.0, ctx);
-  EXPECT_EQ(r.norm(), whole) << "bucket order must not change the norm's bits";
+  tk::optim::host_grad_clip clip;
+  const auto clipped = clip(g, m.gradient_buckets(), r, 1.0, ctx);
+  EXPECT_EQ(clip.norm(), whole) << "bucket order must not change the norm's bits";
   EXPECT_EQ(clipped.factor, 1.0 / whole) << "max_norm / norm, no epsilon";
 
-  const auto above = r.clip(g, m.gradient_buckets(), 2 * whole, ctx);
+  const auto above = clip(g, m.gradient_buckets(), r, 2 * whole, ctx);
   EXPECT_EQ(above.factor, 1.0) << "a threshold above the norm leaves the step unscaled";
-  const auto off = r.clip(g, m.gradient_buckets(), 0.0, ctx);
+  const auto off = clip(g, m.gradient_buckets(), r, 0.0, ctx);
   EXPECT_EQ(off.factor, 1.0) << "0 = off";
-  EXPECT_EQ(r.norm(), whole) << "the norm is logged whatever the threshold";
+  EXPECT_EQ(clip.norm(), whole) << "the norm is logged whatever the threshold";
   EXPECT_EQ(m.grads, before) << "clipping scales inside the update, never the gradients";
 }
 
@@ -74,7 +89,26 @@ TEST(ReduceSingle, ClipBeforeAttachThrows) {
   bucketed m = make(1.0f);
   tk::reduce::single r;
   tk::host_context ctx;
-  EXPECT_THROW(r.clip(std::span<const float>(m.grads), m.gradient_buckets(), 1.0, ctx),
+  EXPECT_TRUE(r.owned_gradients().empty());
+  tk::optim::host_grad_clip clip;
+  EXPECT_THROW(clip(std::span<const float>(m.grads), m.gradient_buckets(), r, 1.0, ctx),
                tk::config_error);
-  EXPECT_EQ(r.norm(), 0.0);
+  EXPECT_EQ(clip.norm(), 0.0);
+}
+
+// A sharded reducer's rank sums only the chunks it owns (here, with nobody to combine with, the
+// norm of its shard alone); an owned range off the chunk grid is refused, never summed.
+TEST(ReduceSingle, AShardedReducersStepSumsOnlyItsChunks) {
+  bucketed m = make(0.01f);
+  tk::host_context ctx;
+  const std::span<const float> g(m.grads);
+  const std::size_t chunk = tk::optim::norm_chunk_elements;
+  tk::optim::host_grad_clip clip;
+  owns_part second{{chunk, 2 * chunk}};
+  clip(g, m.gradient_buckets(), second, 0.0, ctx);
+  EXPECT_EQ(clip.norm(), tk::optim::global_norm(g.subspan(chunk, 2 * chunk)));
+  owns_part starts_off_grid{{chunk + 1, chunk}};
+  EXPECT_THROW(clip(g, m.gradient_buckets(), starts_off_grid, 0.0, ctx), tk::config_error);
+  owns_part ends_off_grid{{chunk, chunk + 5}};
+  EXPECT_THROW(clip(g, m.gradient_buckets(), ends_off_grid, 0.0, ctx), tk::config_error);
 }

@@ -4,11 +4,15 @@
 // books its one synchronisation to compute); after accounting, the report says
 // communication-bound when the stream sat in the reduction's wait and checkpoint-bound when it sat
 // in the snapshot's, and the phases still tile the step. Also: what the host already booked is not
-// booked twice, no more than compute holds is moved, and the host context is left alone.
+// booked twice, no more than compute holds is moved, and the host context is left alone. And after
+// a device fault (a sticky error: every later CUDA call fails) device_timed's destructor neither
+// throws nor terminates: the block's own error propagates, or the next call reports the fault.
 #include "trainkit/trainer/device_phases.hpp"  // first: compiles on its own
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,7 +25,7 @@ namespace {
 
 /// A device context whose phases last what the test says; begin/end are recorded as marks.
 struct fake_device_context {
-  tk::device_phase_times injected{};  // what the events of the next read will say
+  tk::device_phase_times injected{};                 // what the events of the next read will say
   std::vector<std::pair<device_phase, bool>> marks;  // (phase, begin?)
   void synchronize() {}
   void begin_phase(device_phase p) { marks.emplace_back(p, true); }
@@ -136,6 +140,56 @@ TEST(DevicePhases, HostContextIsLeftAlone) {
   EXPECT_EQ(tk::account_device_phases(ctx, clock, m), tk::device_phase_times{});
   EXPECT_EQ(m.compute_ms, before.compute_ms);
   EXPECT_EQ(m.comm_ms, before.comm_ms);
+}
+
+/// A device after a kernel fault: every call fails with the same sticky error, as CUDA's do.
+struct faulted_device_context {
+  bool faulted = false;
+  int ends = 0;
+  void fail_if_faulted() const {
+    if (faulted) throw std::runtime_error("an illegal memory access was encountered");
+  }
+  void synchronize() const { fail_if_faulted(); }
+  void begin_phase(device_phase) const { fail_if_faulted(); }
+  void end_phase(device_phase) {
+    ++ends;
+    fail_if_faulted();
+  }
+  tk::device_phase_times device_phase_ms() const { return {}; }
+};
+static_assert(tk::times_device_phases<faulted_device_context>);
+
+TEST(DevicePhases, TimedScopeKeepsTheBlocksErrorAfterADeviceFault) {
+  faulted_device_context ctx;
+  tk::step_metrics m = host_view_of_a_device_step();
+  tk::phase_clock clock(m);
+  try {
+    tk::device_timed timed(clock, ctx, device_phase::comm);
+    ctx.faulted = true;  // the reduction's kernel faults; finish() reports it
+    throw std::runtime_error("reducer finish: an illegal memory access was encountered");
+  } catch (const std::runtime_error& e) {  // not std::terminate from the destructor
+    EXPECT_EQ(std::string(e.what()), "reducer finish: an illegal memory access was encountered");
+  }
+  EXPECT_EQ(ctx.ends, 1) << "the destructor tried to close the phase";
+}
+
+TEST(DevicePhases, TimedScopeLeavesAFaultToTheNextCall) {
+  faulted_device_context ctx;
+  tk::step_metrics m = host_view_of_a_device_step();
+  const double comm_before = m.comm_ms;
+  tk::phase_clock clock(m);
+  {
+    tk::device_timed timed(clock, ctx, device_phase::comm);
+    ctx.faulted = true;  // the fault shows first when the phase's end event is recorded
+  }                      // no throw from here (a destructor's throw is std::terminate)
+  EXPECT_EQ(ctx.ends, 1);
+  EXPECT_GE(m.comm_ms, comm_before) << "the host phase was still timed";
+  try {
+    ctx.synchronize();  // the step's next CUDA call reports the device's own error
+    FAIL() << "the fault was lost";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "an illegal memory access was encountered");
+  }
 }
 
 }  // namespace

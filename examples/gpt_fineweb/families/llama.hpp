@@ -91,8 +91,8 @@ static_assert(model_family<llama_family>);
 }  // namespace gpt_fineweb
 
 #if !defined(__CUDACC__)
-#include <trainkit/model/llama/hf.hpp>
 #include <trainkit/model/llama/cpu.hpp>
+#include <trainkit/model/llama/hf.hpp>
 
 #include "../commands/hf.hpp"
 

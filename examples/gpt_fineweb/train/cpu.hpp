@@ -74,6 +74,7 @@ struct cpu_device {
                ? ", bf16 GEMMs (oneDNN) on " + trainkit::this_cpu().model
                : std::string();
   }
+  std::string attention() const { return "cpu"; }  // the models' own attention, on the host
   trainkit::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {
     return trainkit::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});
   }

@@ -84,6 +84,11 @@ struct cuda_device {
     mfu.dtype = tk::compute_dtype::bf16;
   }
   std::string describe(const model_type& m) const { return family.describe(m); }
+  /// The engine --attention resolved to (auto: cudnn where linked, else flash).
+  std::string attention() const {
+    const char* names[] = {"naive", "flash", "cudnn"};  // gpt2_attention's order
+    return names[int(family.options.attention)];
+  }
   tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer> sync_checkpointer(
       const train_options& o) const {
     return tk::checkpoint::host_staged_checkpointer<tk::checkpoint::sync_checkpointer>(

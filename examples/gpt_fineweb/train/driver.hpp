@@ -69,6 +69,8 @@ namespace gpt_fineweb {
 ///  - `make_model(o, cfg)`: the model (touches the device);
 ///  - `configure(mfu_settings&, const model_type&)`: the peak table's device name and dtype;
 ///  - `describe(const model_type&)`: what the "model ..." line says after the parameter count;
+///  - `attention()`: the attention engine the run uses ("cudnn", "flash", "naive"; "cpu" on the
+///    CPU), stored as meta["attention"] (the metrics file's run line, the report);
 ///  - `sync_checkpointer(o)`, `async_checkpointer(o)`: the checkpointers of --ckpt-mode sync and
 ///    async for this model's memory;
 ///  - `bind(trainer&)`: called once the trainer exists (the CUDA stager orders its copies on the
@@ -88,6 +90,7 @@ concept device_policy = requires(D d, const train_options& o, const typename D::
   { d.make_model(o, cfg) } -> std::same_as<typename D::model_type>;
   { d.configure(mfu, m) } -> std::same_as<void>;
   { d.describe(m) } -> std::convertible_to<std::string>;
+  { d.attention() } -> std::convertible_to<std::string>;
   d.sync_checkpointer(o);
   d.async_checkpointer(o);
   { d.after_run(m, out) } -> std::same_as<void>;
@@ -279,6 +282,7 @@ class train_driver {
 
     config_.meta["model"] = mc.to_string();
     config_.meta["device"] = std::string(Device::name);
+    config_.meta["attention"] = device_.attention();
     // The families a checkpoint was written by: --resume with others is refused here, by name,
     // before the device, rather than at a tensor that does not fit (or one that happens to).
     config_.meta["arch"] = o_.arch;

@@ -13,16 +13,19 @@
 // shard from one rank's unreduced gradients, and under an all-reduce it pays for twice the
 // traffic it needs. Hence a compile-time pairing rather than a convention.
 //
-// It lives in comm/, the layer both optim/ and reduce/ stand on, so neither includes the other.
+// It lives in comm/, the layer both optim/ and reduce/ stand on, with the rest of what the two
+// share (comm/norm_chunks.hpp, comm/zero1_shards.hpp): neither folder includes the other, in either
+// direction, and tests/layers fails the build's tests if one ever does.
 #pragma once
 
 namespace trainkit {
 
 enum class gradient_layout {
   /// Every element holds the sum over ranks (one process: its own gradients): reduce::single,
-  /// the all-reduces. Clipping takes the plain global norm over the buckets.
+  /// the all-reduces. Every rank owns every bucket; the clipping step (optim/grad_clip.hpp)
+  /// takes the plain global norm over the buckets, with nothing to combine.
   replicated,
-  /// Only this rank's shard of the buffer (optim::zero1_shards: contiguous shards in rank order,
+  /// Only this rank's shard of the buffer (comm::zero1_shards: contiguous shards in rank order,
   /// cut on the norm-chunk grid) holds the sum over ranks; the rest holds this rank's own
   /// unreduced contribution, which nobody may read. ZeRO-1: reduce::mpi_zero1 / nccl_zero1 and
   /// optim::zero1_adamw_cpu / zero1_adamw_cuda.

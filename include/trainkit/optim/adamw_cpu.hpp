@@ -4,7 +4,7 @@
 // moments with bias correction and *decoupled* weight decay (Loshchilov & Hutter 2019), applied
 // only to tensors whose role is in `adamw_config::decay_roles`; by default (llm.c's rule) the
 // matrices and both embeddings, wte and wpe, decay and biases and LayerNorm parameters do not. The
-// clipping step (the reducer's, at the trainer's threshold; optim/grad_clip.hpp) hands `update`
+// clipping step (the trainer's, at its threshold; optim/grad_clip.hpp) hands `update`
 // the clipping factor, which is folded into the same pass as a scale on the gradient, so gradients
 // are read once and never modified; the optimizer knows no threshold and no norm. The
 // update is elementwise, so its OpenMP split cannot change results. Moments, update and state

@@ -10,7 +10,7 @@
 // because it makes runs depend on the seed).
 //
 // In the trainer, `update` is one launch on the execution context's stream: the fused update,
-// reading the clipping factor the reducer's clipping step (device_grad_clip.hpp, at the trainer's
+// reading the clipping factor the trainer's clipping step (device_grad_clip.hpp, at the trainer's
 // threshold) left in device memory — no host synchronisation; the optimizer knows no threshold and
 // no norm. Callers without a trainer clip and update with optim::clip_then_update<device_memory>
 // (grad_clip.hpp; its device step comes with this header). Kernels: optim/cuda/adamw.cuh. Needs

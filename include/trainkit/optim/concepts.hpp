@@ -4,9 +4,10 @@
 // count). It must agree with the model on where parameters live and on their element type, which
 // the concept checks so a mismatched composition fails to compile. Clipping is not the
 // optimizer's: the threshold is the trainer's (trainer_config::grad_clip), the global norm is
-// computed by the reducer's clipping step over the gradient buckets (so that a sharded run can sum
-// it across ranks), and `update` receives only the factor. An optimizer also says which gradients
-// it reads (comm/gradient_layout.hpp), so that the trainer can refuse a reducer delivering others.
+// computed by the trainer's clipping step over the gradient buckets (with the reducer's facts, so
+// that a sharded run can sum it across ranks), and `update` receives only the factor. An optimizer
+// also says which gradients it reads (comm/gradient_layout.hpp), so that the trainer can refuse a
+// reducer delivering others.
 #pragma once
 
 #include <concepts>

@@ -6,11 +6,12 @@
 // the field (`muon_config.momentum`, `muon_config.adamw.eps`, ...) and the value; it reports and
 // never fixes.
 //
-// Learning rates: the trainer hands the optimizer one rate per step, the schedule's value (its
-// peak is `schedule_config::max_lr`), and AdamW's half uses it as it is. Muon's half follows the
-// same schedule shape scaled to its own peak: rate_muon = lr · schedule_max_lr⁻¹ · muon lr. So
-// `schedule_max_lr` must equal the schedule's peak (a program sets both from one flag); a run
-// whose schedule peak is 6e-4 and whose `lr` is 0.02 moves the matrices at 0.02 at the peak.
+// Learning rates: the trainer hands the optimizer one rate per step, the schedule's value, and that
+// is the only rate the optimizer receives. AdamW's half uses it as it is; Muon's half moves at a
+// fixed multiple of it, `lr_ratio` (rate_muon = lr · lr_ratio), so it follows the schedule's
+// shape (warmup, decay) with nothing to keep in agreement. A program that takes Muon's peak rate
+// (gpt_fineweb's --muon-lr) sets lr_ratio = muon peak / schedule peak once: the defaults, Muon's
+// published 0.02 at a 6e-4 schedule peak, are lr_ratio = 0.02 / 6e-4 ≈ 33.3.
 #pragma once
 
 #include <cmath>
@@ -26,12 +27,12 @@ namespace trainkit::optim {
 /// Muon's hyper-parameters (defaults: Keller Jordan's published Muon, github.com/KellerJordan/Muon,
 /// and its write-up https://kellerjordan.github.io/posts/muon/) plus AdamW's for the other roles.
 struct muon_config {
-  float lr = 0.02f;        // Muon's peak rate (at the schedule's peak, see the file header)
+  // Muon's rate over the schedule's (see the file header); default: 0.02 at a 6e-4 peak.
+  double lr_ratio = double(0.02f) / double(6e-4f);
   float momentum = 0.95f;  // β of the momentum buffer
   bool nesterov = true;    // update from g + β·(buf − g) rather than from buf
   int ns_steps = 5;        // Newton–Schulz iterations
   float weight_decay = 0;  // decoupled: p ← p·(1 − rate·weight_decay) before the update
-  float schedule_max_lr = 6e-4f;  // the peak of the schedule whose value update() receives
   // Roles Muon updates (each 2-D slice, each fused part separately); every other role goes to
   // AdamW. Only roles whose tensors are 2-D or more make sense here (checked against the model).
   tensor_role_set muon_roles{tensor_role::matrix};
@@ -43,9 +44,10 @@ struct muon_config {
   /// value; AdamW's half is checked by adamw_config::validate.
   void validate() const {
     using detail::number_text;
-    auto positive = [](float x) { return x > 0.0f && std::isfinite(x); };  // false for NaN
-    if (!positive(lr))
-      throw config_error("muon_config.lr must be finite and > 0: " + number_text(lr));
+    auto positive = [](double x) { return x > 0.0 && std::isfinite(x); };  // false for NaN
+    if (!positive(lr_ratio))
+      throw config_error("muon_config.lr_ratio must be finite and > 0: " +
+                         detail::double_text(lr_ratio));
     if (!(momentum >= 0.0f && momentum < 1.0f))
       throw config_error("muon_config.momentum must be in [0,1): " + number_text(momentum));
     if (ns_steps < 1 || ns_steps > 100)
@@ -53,9 +55,6 @@ struct muon_config {
     if (!(weight_decay >= 0.0f) || !std::isfinite(weight_decay))
       throw config_error("muon_config.weight_decay must be finite and >= 0: " +
                          number_text(weight_decay));
-    if (!positive(schedule_max_lr))
-      throw config_error("muon_config.schedule_max_lr must be finite and > 0: " +
-                         number_text(schedule_max_lr));
     for (tensor_role r : {tensor_role::bias, tensor_role::norm})
       if (muon_roles.contains(r))
         throw config_error("muon_config.muon_roles cannot hold '" +
@@ -70,15 +69,14 @@ struct muon_config {
     }
   }
 
-  /// "lr=0.02 momentum=0.95 nesterov=1 ns_steps=5 weight_decay=0 schedule_max_lr=0.0006
+  /// "lr_ratio=33.333331005027006 momentum=0.95 nesterov=1 ns_steps=5 weight_decay=0
   /// muon_roles=matrix adamw={...}" for logs and manifests.
   std::string to_string() const {
     using detail::number_text;
-    return "lr=" + number_text(lr) + " momentum=" + number_text(momentum) +
+    return "lr_ratio=" + detail::double_text(lr_ratio) + " momentum=" + number_text(momentum) +
            " nesterov=" + (nesterov ? "1" : "0") + " ns_steps=" + std::to_string(ns_steps) +
-           " weight_decay=" + number_text(weight_decay) +
-           " schedule_max_lr=" + number_text(schedule_max_lr) +
-           " muon_roles=" + muon_roles.to_string() + " adamw={" + adamw.to_string() + "}";
+           " weight_decay=" + number_text(weight_decay) + " muon_roles=" + muon_roles.to_string() +
+           " adamw={" + adamw.to_string() + "}";
   }
 };
 

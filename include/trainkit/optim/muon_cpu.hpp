@@ -23,7 +23,7 @@
 // buffer, updated there and written back, so AdamW's arithmetic exists once in the code base.
 //
 // Muon's rate follows the schedule: the trainer hands `lr`, the schedule's value, which AdamW uses
-// as it is; Muon uses lr · muon_config::lr / muon_config::schedule_max_lr (muon_config.hpp).
+// as it is; Muon uses lr · muon_config::lr_ratio (muon_config.hpp).
 //
 // Matrices are orthogonalised in parallel (OpenMP over matrices, one thread per matrix), so the
 // result depends neither on the thread count nor on the order matrices are taken in. State:
@@ -127,7 +127,7 @@ class basic_muon_cpu {
   }
 
   /// One step: AdamW over the other elements at rate `lr`, Muon over the matrices at rate
-  /// lr · muon lr / schedule_max_lr, both from the gradients times `clip.factor`.
+  /// lr · lr_ratio, both from the gradients times `clip.factor`.
   template <model::parameter_holder M>
   requires std::same_as<typename M::memory_space, host_memory> &&
       std::same_as<typename M::parameter_type, Scalar>
@@ -138,8 +138,7 @@ class basic_muon_cpu {
                          " parameters and " + std::to_string(grads.size()) +
                          " gradients but the optimizer was built for " + std::to_string(n_));
     update_adamw(params, grads, lr, clip, ctx);
-    const Scalar rate =
-        static_cast<Scalar>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
+    const Scalar rate = static_cast<Scalar>(double(lr) * config_.lr_ratio);
     update_matrices(params, grads, rate, static_cast<Scalar>(clip.factor));
   }
 

@@ -197,7 +197,7 @@ class muon_cuda {
 
   /// One step, enqueued on the context's stream after the clipping step that wrote
   /// `clip.norm_and_factor` there: AdamW at rate `lr` over the other elements, Muon at
-  /// lr · muon lr / schedule_max_lr over the matrices. No host synchronisation.
+  /// lr · lr_ratio over the matrices. No host synchronisation.
   template <bf16_device_model M>
   void update(M& model, float lr, const clip_scale<device_memory>& clip,
               cuda::execution_context& ctx) {
@@ -214,8 +214,7 @@ class muon_cuda {
       copy_runs(params, as_device(packed_params_.data()), false, s);
     }
     if (total_ == 0) return;
-    const float rate =
-        static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
+    const float rate = static_cast<float>(double(lr) * config_.lr_ratio);
     const float keep = 1.0f - rate * config_.weight_decay;
     kernels::muon_momentum(grads, momentum_.data(), work_.data(), table_.data(), owned_count(),
                            total_, clip.norm_and_factor,

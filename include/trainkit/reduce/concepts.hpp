@@ -7,12 +7,14 @@
 // the gradients: on a device it makes the compute stream wait for the reductions (an event, not a
 // host synchronisation).
 //
-// The reducer is also the clipping step, for every reducer: only it knows which part of the buffer
-// holds sums (all of it after an all-reduce, this rank's shard after a reduce-scatter) and how the
-// ranks' partial sums of squares combine into the one-process norm. The trainer gives it the
-// threshold (trainer_config::grad_clip) and hands the factor it returns to the optimizer. And it
-// says which gradient layout it delivers (comm/gradient_layout.hpp), which the trainer compares
-// with the optimizer's at compile time.
+// Clipping is not the reducer's: the trainer owns the rule (its threshold,
+// trainer_config::grad_clip, and the clipping step it runs after `finish`, optim/grad_clip.hpp).
+// The reducer only states the two facts that step needs and only it knows: which gradient ranges
+// this rank holds summed (all of them after an all-reduce, this rank's shard after a
+// reduce-scatter), and how the ranks' partial sums of squares combine into the one-process norm
+// (nothing to do, or a sum over ranks). It also says which gradient layout it delivers
+// (comm/gradient_layout.hpp), which the trainer compares with the optimizer's at compile time. This
+// folder includes nothing from optim/ (tests/layers).
 #pragma once
 
 #include <concepts>
@@ -24,7 +26,6 @@
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/model/concepts.hpp"
-#include "trainkit/optim/clip_scale.hpp"
 
 namespace trainkit::reduce {
 
@@ -38,27 +39,26 @@ namespace trainkit::reduce {
 ///  - `delivered_gradients`, a static constexpr trainkit::gradient_layout: what the gradient buffer
 ///    holds after `finish()` — `replicated` (single, the all-reduces) or `reduce_scattered` (the
 ///    ZeRO-1 reducers); the optimizer's `expected_gradients` must be the same;
-///  - `clip(gradients, buckets, max_norm, ctx)`: the clipping step, after `finish()`; collective.
-///    The global L2 norm of the summed gradients and the factor the optimizer's update multiplies
-///    them by: max_norm / norm when norm > max_norm > 0 (and the norm is finite), else 1
-///    (optim::clip_factor). A replicated layout takes the plain norm over the buckets
-///    (optim::host_grad_clip / device_grad_clip); a reduce-scattered one adds every rank's partial
-///    sums of squares of its shard's norm chunks, in chunk order;
-///  - `norm()`: the norm before clipping of the last `clip`, the same on every rank (on a device:
-///    valid once the context has been synchronised).
+///  - `owned_gradients()`: after attach, the ranges of the gradient buffer this rank holds summed
+///    after `finish()` — the buckets' ranges for a replicated layout, this rank's shard (on the
+///    norm chunk grid, comm/zero1_shards.hpp; possibly empty) for a reduce-scattered one;
+///  - `combine_norm_partials(partials, ctx)`: collective, after `finish()`. `partials` (in the
+///    context's memory space) holds the clipping step's partial sums of squares, the same count
+///    on every rank, each rank's non-zero only where it owns the gradients; afterwards every rank
+///    holds the one-process values. Replicated: nothing to do (every rank owns everything);
+///    reduce-scattered: the element-wise sum over ranks (each slot has one non-zero addend, so
+///    exact in any order). On a device it is enqueued after the context's work and the context
+///    waits for it (events, no host wait).
 template <class R, class M>
 concept gradient_reducer_for = model::model<M> &&
     requires(R r, const R cr, M& m, execution_context_t<typename M::memory_space>& ctx,
-             std::size_t bucket, std::span<const typename M::parameter_type> grads,
-             std::span<const model::gradient_bucket> buckets, double max_norm) {
+             std::size_t bucket, std::span<double> partials) {
   { r.attach(m, ctx) } -> std::same_as<void>;
   { r.bucket_ready(bucket) } -> std::same_as<void>;
   { r.finish() } -> std::same_as<void>;
   requires std::same_as<std::remove_cv_t<decltype(R::delivered_gradients)>, gradient_layout>;
-  {
-    r.clip(grads, buckets, max_norm, ctx)
-    } -> std::same_as<optim::clip_scale<typename M::memory_space>>;
-  { cr.norm() } -> std::convertible_to<double>;
+  { cr.owned_gradients() } -> std::convertible_to<std::span<const model::gradient_range>>;
+  { r.combine_norm_partials(partials, ctx) } -> std::same_as<void>;
 };
 
 /// What the trainer asks of the ranks besides gradients: who it is, and the few scalars every rank

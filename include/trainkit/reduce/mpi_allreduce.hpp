@@ -10,10 +10,11 @@
 // here as well would count the ranks twice). With 2 ranks and one micro-batch each that is bit
 // for bit one process's gradient; docs/distributed.md says why and when it is not.
 //
-// Every rank then holds the whole summed gradients (gradient_layout::replicated), so its clipping
-// step is the plain global norm over the buckets (optim::host_grad_clip), computed alike on every
-// rank. It is also `rank_aware` (reduce/concepts.hpp): the trainer averages the loss, sums the
-// validation losses and agrees on stopping through it, on the same communicator.
+// Every rank then holds the whole summed gradients (gradient_layout::replicated): it owns every
+// bucket's ranges, so the trainer's clipping step (optim/grad_clip.hpp) computes the plain global
+// norm alike on every rank and there is nothing to combine. It is also `rank_aware`
+// (reduce/concepts.hpp): the trainer averages the loss, sums the validation losses and agrees on
+// stopping through it, on the same communicator.
 //
 // Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread by
 // default), so each bucket_ready also tests the outstanding requests to move them along.
@@ -40,8 +41,6 @@
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/optim/clip_scale.hpp"
-#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit::reduce {
@@ -75,7 +74,7 @@ class mpi_allreduce {
         requests_(std::move(other.requests_)),
         timing_(other.timing_),
         deferred_(std::move(other.deferred_)),
-        clip_(std::move(other.clip_)) {}
+        owned_(std::move(other.owned_)) {}
   mpi_allreduce& operator=(mpi_allreduce&&) = delete;
 
   ~mpi_allreduce() {
@@ -105,11 +104,14 @@ class mpi_allreduce {
     const auto buckets = model.gradient_buckets();
     buckets_.assign(buckets.begin(), buckets.end());
     ready_.assign(buckets_.size(), false);
+    owned_.clear();
     for (const model::gradient_bucket& b : buckets_)
-      for (const model::gradient_range& r : b.ranges)
+      for (const model::gradient_range& r : b.ranges) {
         if (r.offset + r.count > grads.size())
           throw config_error("mpi_allreduce: bucket '" + b.name + "' reaches past the " +
                              std::to_string(grads.size()) + " gradients");
+        owned_.push_back(r);
+      }
   }
 
   /// Starts the sum over ranks of bucket i's ranges (after_backward: queues it for finish()).
@@ -157,17 +159,10 @@ class mpi_allreduce {
                          "' was not published before finish()");
   }
 
-  /// The clipping step (gradient_reducer_for): every rank holds the summed gradients, so the plain
-  /// global norm over the buckets, the same bits on every rank (and one process's).
-  template <class T>
-  optim::clip_scale<host_memory> clip(std::span<const T> grads,
-                                      std::span<const model::gradient_bucket> buckets,
-                                      double max_norm, host_context& ctx) {
-    return clip_(grads, buckets, max_norm, ctx);
-  }
-
-  /// The norm before clipping of the last clip().
-  double norm() const noexcept { return clip_.norm(); }
+  /// Every bucket's ranges (after attach): every rank holds all the summed gradients.
+  std::span<const model::gradient_range> owned_gradients() const noexcept { return owned_; }
+  /// Nothing to combine: every rank computed every partial sum, from the same summed gradients.
+  void combine_norm_partials(std::span<double>, host_context&) noexcept {}
 
   /// Element-wise sum over ranks, in place (MPI_Allreduce).
   void sum(std::span<double> values) { comm_.sum(values); }
@@ -201,8 +196,8 @@ class mpi_allreduce {
   std::vector<bool> ready_;                      // published this step
   std::vector<MPI_Request> requests_;            // in flight this step
   bucket_timing timing_ = bucket_timing::with_backward;
-  std::vector<std::size_t> deferred_;  // after_backward: published, not yet started
-  optim::host_grad_clip clip_;         // the clipping step over the summed buckets
+  std::vector<std::size_t> deferred_;         // after_backward: published, not yet started
+  std::vector<model::gradient_range> owned_;  // every bucket's ranges
 };
 
 static_assert(rank_aware<mpi_allreduce>);

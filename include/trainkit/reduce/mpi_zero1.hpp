@@ -1,7 +1,7 @@
 // trainkit/reduce/mpi_zero1.hpp — the gradient half of ZeRO-1 on the CPU with MPI.
 //
 // ZeRO stage 1 (Rajbhandari et al. 2020) shards the optimizer state: rank r owns one contiguous
-// shard of the flat buffer (optim/zero1_shards.hpp), and needs the sum over ranks of that shard's
+// shard of the flat buffer (comm/zero1_shards.hpp), and needs the sum over ranks of that shard's
 // gradients only. So where mpi_allreduce all-reduces, this reducer reduce-scatters: when backward
 // has finished a bucket, each of the bucket's ranges starts one MPI_Ireduce_scatter whose pieces
 // go to the ranks owning them (a range inside one shard is a reduction to that rank alone), into
@@ -11,15 +11,17 @@
 // rank; the other half moves when the optimizer all-gathers the updated parameters
 // (optim/zero1_adamw_cpu.hpp).
 //
-// With the gradients sharded, the global norm must be too: each rank sums the squares of the
-// norm chunks of its shard (the shard's ends lie on the chunk grid), the partial sums are
-// all-gathered, and every rank adds all of them in chunk order, which is what one process's
-// `sum_of_squares` does: the same norm bit for bit, on every rank. That is its `clip`, the
-// clipping step the trainer calls (at trainer_config::grad_clip) as it does every reducer's.
+// With the gradients sharded, the global norm must be too. The reducer states the facts the
+// trainer's clipping step (optim/grad_clip.hpp) needs: it owns its shard (whose ends lie on the
+// norm chunk grid), so the step sums the squares of that shard's chunks only, and the ranks'
+// arrays of partial sums (zero where a rank does not own the chunk) combine by an element-wise
+// sum over ranks (MPI_Allreduce: each slot has one non-zero addend, so exact); every rank then
+// adds them in chunk order, which is what one process's `sum_of_squares` does: the same norm
+// bit for bit, on every rank.
 //
 // Like mpi_allreduce it only sums (the trainer scales micro-steps by 1/(micro-batches × ranks))
 // and is rank_aware on the same communicator. Use it with optim::zero1_adamw_cpu on the same
-// communicator: both cut the buffer with optim::zero1_shard. It delivers reduce-scattered
+// communicator: both cut the buffer with comm::zero1_shard. It delivers reduce-scattered
 // gradients (comm/gradient_layout.hpp), so the trainer refuses it under an optimizer that reads
 // the whole buffer (adamw_cpu, muon_cpu, sharded_muon_cpu).
 #pragma once
@@ -28,7 +30,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstring>
@@ -41,13 +42,11 @@
 #include "trainkit/comm/gradient_layout.hpp"
 #include "trainkit/comm/mpi_check.hpp"
 #include "trainkit/comm/mpi_communicator.hpp"
+#include "trainkit/comm/zero1_shards.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/execution_context.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/optim/clip_scale.hpp"
-#include "trainkit/optim/grad_clip.hpp"
-#include "trainkit/optim/zero1_shards.hpp"
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit::reduce {
@@ -88,7 +87,7 @@ class mpi_zero1 {
     element_size_ = sizeof(T);
     datatype_ = comm::mpi_datatype_of<T>();
     n_ = grads.size();
-    shards_ = optim::zero1_shards(n_, comm_.size());
+    shards_ = comm::zero1_shards(n_, comm_.size());
     shard_ = shards_[std::size_t(comm_.rank())];
     received_.assign(shard_.count * element_size_, std::byte{0});
     const auto buckets = model.gradient_buckets();
@@ -104,21 +103,6 @@ class mpi_zero1 {
       }
     }
     ready_.assign(plans_.size(), false);
-    // The norm: one partial sum per chunk of the grid, each rank computing those of its shard.
-    chunk_counts_.clear();
-    chunk_displs_.clear();
-    int displ = 0;
-    for (const model::gradient_range& s : shards_) {
-      const std::size_t chunks = optim::zero1_norm_chunks(s).count;
-      if (chunks > std::size_t(INT_MAX - displ))
-        throw config_error("mpi_zero1: " + std::to_string(n_) +
-                           " gradients are too many norm "
-                           "chunks for one MPI_Allgatherv");
-      chunk_counts_.push_back(int(chunks));
-      chunk_displs_.push_back(displ);
-      displ += int(chunks);
-    }
-    partials_.assign(std::size_t(displ), 0.0);
   }
 
   /// Starts the reduce-scatter of bucket i's ranges. Every rank publishes the buckets in the same
@@ -162,60 +146,30 @@ class mpi_zero1 {
       std::memcpy(base_ + shard_.offset * element_size_, received_.data(), received_.size());
   }
 
-  /// The clipping step (gradient_reducer_for): the global norm of the summed gradients from
-  /// every rank's partial sums of its shard's norm chunks, added in chunk order as one process
-  /// adds them. `grads` is the attached model's buffer; the buckets tile it (the model's
-  /// contract), so the chunk grid over the whole buffer is the one the trainer's own step uses.
-  template <class T>
-  optim::clip_scale<host_memory> clip(std::span<const T> grads,
-                                      std::span<const model::gradient_bucket>, double max_norm,
-                                      host_context&) {
-    if (reinterpret_cast<const std::byte*>(grads.data()) != base_ || grads.size() != n_)
-      throw config_error("mpi_zero1: clip() of a gradient buffer it was not attached to");
-    const std::size_t chunk = optim::norm_chunk_elements;
-    const std::size_t first = optim::zero1_norm_chunks(shard_).offset;
-    const auto mine = std::ptrdiff_t(chunk_counts_[std::size_t(comm_.rank())]);
-    double* out = partials_.data() + chunk_displs_[std::size_t(comm_.rank())];
-#pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t c = 0; c < mine; ++c) {
-      const std::size_t begin = (first + std::size_t(c)) * chunk;
-      out[c] =
-          optim::detail::chunk_sum_of_squares(grads.data(), begin, std::min(begin + chunk, n_));
-    }
-    comm::mpi_check(
-        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, partials_.data(), chunk_counts_.data(),
-                       chunk_displs_.data(), MPI_DOUBLE, comm_.get()),
-        "MPI_Allgatherv");
-    double total = 0.0;
-    for (double s : partials_) total += s;
-    norm_ = std::sqrt(total);
-    return {optim::clip_factor(norm_, max_norm)};
-  }
+  /// This rank's shard (after attach): the only gradients it holds summed.
+  std::span<const model::gradient_range> owned_gradients() const noexcept { return {&shard_, 1}; }
 
-  /// The norm before clipping of the last clip(), the same on every rank.
-  double norm() const noexcept {
-    return norm_;
+  /// The element-wise sum over ranks of the clipping step's partial sums of squares, in place:
+  /// each rank's are non-zero only in its own shard's chunks, so every slot has one non-zero
+  /// addend and the sum is that value exactly, on every rank.
+  void combine_norm_partials(std::span<double> partials, host_context&) {
+    for (std::size_t done = 0; done < partials.size();) {  // MPI counts are int
+      const std::size_t n = std::min<std::size_t>(partials.size() - done, INT_MAX);
+      comm::mpi_check(MPI_Allreduce(MPI_IN_PLACE, partials.data() + done, int(n), MPI_DOUBLE,
+                                    MPI_SUM, comm_.get()),
+                      "MPI_Allreduce (norm partials)");
+      done += n;
+    }
   }
 
   /// This rank's shard of the gradient buffer (after attach).
-  model::gradient_range shard() const noexcept {
-    return shard_;
-  }
-  /// Bytes this reducer allocated beside the model: the shard-sized receive buffer and the norm's
-  /// partial sums.
-  std::size_t buffer_bytes() const noexcept {
-    return received_.size() + partials_.size() * sizeof(double);
-  }
+  model::gradient_range shard() const noexcept { return shard_; }
+  /// Bytes this reducer allocated beside the model: the shard-sized receive buffer.
+  std::size_t buffer_bytes() const noexcept { return received_.size(); }
 
-  void sum(std::span<double> values) {
-    comm_.sum(values);
-  }
-  double average(double x) {
-    return comm_.average(x);
-  }
-  bool any(bool flag) {
-    return comm_.any(flag);
-  }
+  void sum(std::span<double> values) { comm_.sum(values); }
+  double average(double x) { return comm_.average(x); }
+  bool any(bool flag) { return comm_.any(flag); }
 
  private:
   /// One MPI_Ireduce_scatter: elements [offset, offset + Σ counts) of the gradients, counts[r]
@@ -232,9 +186,9 @@ class mpi_zero1 {
       const std::size_t begin = r.offset + done;
       const std::size_t end = begin + std::min<std::size_t>(r.count - done, INT_MAX);
       piece p{begin, std::vector<int>(shards_.size(), 0), 0};
-      for (const optim::zero1_piece& q : optim::zero1_pieces({begin, end - begin}, shards_))
+      for (const comm::zero1_piece& q : comm::zero1_pieces({begin, end - begin}, shards_))
         p.counts[std::size_t(q.owner)] = int(q.count);
-      const model::gradient_range mine = optim::zero1_overlap({begin, end - begin}, shard_);
+      const model::gradient_range mine = comm::zero1_overlap({begin, end - begin}, shard_);
       p.received_offset = mine.count == 0 ? 0 : mine.offset - shard_.offset;
       plan.push_back(std::move(p));
       done = end - r.offset;
@@ -246,16 +200,13 @@ class mpi_zero1 {
   std::size_t element_size_ = 0;
   std::size_t n_ = 0;
   MPI_Datatype datatype_ = MPI_DATATYPE_NULL;
-  std::vector<model::gradient_range> shards_;     // every rank's, in rank order
-  model::gradient_range shard_{};                 // this rank's
-  std::vector<std::byte> received_;               // (shard_.count,) the summed shard
-  std::vector<std::string> names_;                // bucket names, for messages
-  std::vector<std::vector<piece>> plans_;         // per bucket
-  std::vector<bool> ready_;                       // published this step
-  std::vector<MPI_Request> requests_;             // in flight this step
-  std::vector<int> chunk_counts_, chunk_displs_;  // norm chunks per rank
-  std::vector<double> partials_;                  // one per norm chunk, in chunk order
-  double norm_ = 0.0;
+  std::vector<model::gradient_range> shards_;  // every rank's, in rank order
+  model::gradient_range shard_{};              // this rank's
+  std::vector<std::byte> received_;            // (shard_.count,) the summed shard
+  std::vector<std::string> names_;             // bucket names, for messages
+  std::vector<std::vector<piece>> plans_;      // per bucket
+  std::vector<bool> ready_;                    // published this step
+  std::vector<MPI_Request> requests_;          // in flight this step
 };
 
 static_assert(rank_aware<mpi_zero1>);

@@ -6,9 +6,10 @@
 // stream wait on it and enqueues an in-place ncclAllReduce (sum, bf16) on each of the bucket's
 // ranges — so layer L's reduction runs on the network while backward computes layer L-1.
 // `finish` records an event on the communication stream and makes the compute stream wait on it:
-// the clipping step (optim::device_grad_clip over the summed buckets, on the compute stream: every
-// rank holds them whole, gradient_layout::replicated) and the optimizer see the reduced
-// gradients, and the host never waits. A sum
+// the trainer's clipping step (optim/device_grad_clip.hpp, on the compute stream; every rank holds
+// the summed gradients whole, gradient_layout::replicated, so it owns every bucket's ranges and
+// has no partial sums to combine) and the optimizer see the reduced gradients, and the host never
+// waits. A sum
 // is the whole reduction because the trainer scales each micro-step by 1/(micro-batches × ranks)
 // (docs/distributed.md). The rank-aware hooks (reduce/concepts.hpp: the loss, the validation loss
 // and the stop consensus) are small NCCL collectives on the communication stream with a host wait,
@@ -17,8 +18,8 @@
 // The communicator is a comm::nccl_communicator (comm/nccl_communicator.hpp: `single()` for one
 // GPU, or comm/nccl_mpi.hpp's `nccl_communicator_from_mpi`); the streams, events and publication
 // bookkeeping are comm::nccl_bucket_stream's, shared with nccl_zero1; each bucket's collectives
-// are one NCCL group (comm::nccl_group), closed even when a check inside it throws. Needs nvcc
-// (its clipping step, optim/device_grad_clip.hpp, runs CUB); link trainkit::nccl.
+// are one NCCL group (comm::nccl_group), closed even when a check inside it throws. Link
+// trainkit::nccl.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,8 +45,6 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/optim/clip_scale.hpp"
-#include "trainkit/optim/device_grad_clip.hpp"
 #include "trainkit/reduce/concepts.hpp"
 
 namespace trainkit::reduce {
@@ -84,11 +83,14 @@ class nccl_allreduce {
     const auto grads = model.gradients();
     const auto buckets = model.gradient_buckets();
     std::vector<std::string> names;
+    owned_.clear();
     for (const gradient_bucket& b : buckets) {
-      for (const gradient_range& r : b.ranges)
+      for (const gradient_range& r : b.ranges) {
         if (r.offset + r.count > grads.size())
           throw config_error("nccl_allreduce: bucket '" + b.name + "' reaches past the " +
                              std::to_string(grads.size()) + " gradients");
+        owned_.push_back(r);
+      }
       names.push_back(b.name);
     }
     base_ = grads.data();
@@ -119,22 +121,16 @@ class nccl_allreduce {
   /// config_error if a bucket was not published this step.
   void finish() { streams_.finish(comm_->get()); }
 
-  /// The clipping step (gradient_reducer_for), on the context's stream after finish(): the plain
-  /// global norm of the summed gradients over the buckets, {norm, factor} into device memory.
-  optim::clip_scale<device_memory> clip(std::span<const trainkit::bf16> grads,
-                                        std::span<const gradient_bucket> buckets, double max_norm,
-                                        cuda::execution_context& ctx) {
-    return clip_(grads, buckets, max_norm, ctx);
-  }
-
-  /// The norm before clipping of the last clip(): valid once its context has been synchronised.
-  double norm() const noexcept { return clip_.norm(); }
+  /// Every bucket's ranges (after attach): every rank holds all the summed gradients.
+  std::span<const gradient_range> owned_gradients() const noexcept { return owned_; }
+  /// Nothing to combine: every rank computed every partial sum, from the same summed gradients.
+  void combine_norm_partials(std::span<double>, cuda::execution_context&) noexcept {}
 
  private:
   const comm::nccl_communicator* comm_;
   trainkit::bf16* base_ = nullptr;        // gradients() of the attached model, device memory
-  optim::device_grad_clip clip_;          // the clipping step over the summed buckets
   std::vector<gradient_bucket> buckets_;  // copied: publication order, ranges
+  std::vector<gradient_range> owned_;     // every bucket's ranges
   comm::nccl_bucket_stream streams_{"nccl_allreduce"};
   comm::nccl_scalars scalars_;  // the rank-aware hooks
   comm::nccl_sum_op op_;        // the buckets' reduction: ncclSum unless pre-multiplied

@@ -1,7 +1,7 @@
 // trainkit/reduce/nccl_zero1.hpp — the gradient half of ZeRO-1 on GPUs with NCCL.
 //
 // The CUDA twin of reduce/mpi_zero1.hpp. Rank r owns one contiguous shard of the flat buffer
-// (optim/zero1_shards.hpp, cut on the norm-chunk grid) and needs the sum over ranks of that
+// (comm/zero1_shards.hpp, cut on the norm-chunk grid) and needs the sum over ranks of that
 // shard's gradients only. When backward has enqueued the last kernel writing a bucket
 // (core/step_protocol.hpp), `bucket_ready` records an event on the compute stream, makes the
 // reducer's communication stream wait on it, and enqueues one in-place ncclReduce (bf16, sum) per
@@ -14,21 +14,21 @@
 // stream wait for the communication stream (an event). The other half, the all-gather of the
 // updated parameters, is optim/zero1_adamw_cuda.hpp's, on the same communicator.
 //
-// The clipping step (`clip`, at the trainer's threshold; the plain norm over the buckets would read
-// unreduced gradients): each rank writes the partial sums of squares of its shard's norm chunks
-// (reduce/cuda/zero1_norm.cuh) into its slots of a zeroed array of one double per chunk of the
-// whole buffer; one ncclAllReduce (sum, fp64) gives every rank every partial (each slot has one
-// non-zero addend, so the sum is exact whatever NCCL's order); one block adds them in a fixed
-// order; a one-thread kernel turns the sum into {norm, factor} (optim/cuda/adamw.cuh, grad_clip's
-// rule) in device memory, where the optimizer's update reads it; the norm goes to pinned memory
-// for `norm()` after the trainer's one synchronisation. No host wait inside the step.
+// Clipping is the trainer's (optim/device_grad_clip.hpp); this reducer states its two facts: it
+// owns its shard (`owned_gradients`), so the step writes the partial sums of squares of that
+// shard's norm chunks into its slots of a zeroed array of one double per chunk of the whole
+// buffer; and the ranks' arrays combine by one in-place ncclAllReduce (sum, fp64) on the
+// communication stream, ordered after the compute stream by events and before it again
+// (`combine_norm_partials`: each slot has one non-zero addend, so the sum is exact whatever
+// NCCL's order). The step then adds them in a fixed order. No host wait inside the step.
 //
 // What is bit-identical, and what is not:
 //  - every rank computes the same norm and factor bits (the same partials, added in the same
 //    order), and the norm of given summed gradients does not depend on the world size (each
 //    chunk's partial comes from the same elements through the same tree);
-//  - the norm is not adamw_cuda's / device_grad_clip's bit for bit (CUB's tree differs), so one
-//    rank of ZeRO-1 and the single-GPU composition can differ in the clip factor's last bit;
+//  - the norm is not the replicated layout's bit for bit (CUB's tree differs from the chunk
+//    tree, optim/cuda/grad_clip.cuh), so one rank of ZeRO-1 and the single-GPU composition can
+//    differ in the clip factor's last bit;
 //  - the summed gradients are NCCL's: bf16 addition of the ranks' bf16 contributions, in NCCL's
 //    order. Two ranks give c_0 + c_1 rounded once (commutative); with three or more the order is
 //    NCCL's and not nccl_allreduce's. Unlike the CPU, 2 GPUs x 1 micro-batch do not reproduce
@@ -36,8 +36,8 @@
 //    own rounding (docs/cuda.md, "Precision").
 //
 // Like nccl_allreduce it only sums (the trainer scales micro-steps by 1/(micro-batches x ranks)),
-// and it is rank_aware and a checkpoint::save_communicator over the same communicator. Needs
-// nvcc (its norm kernels); link trainkit::nccl. Never run on a GPU.
+// and it is rank_aware and a checkpoint::save_communicator over the same communicator. Link
+// trainkit::nccl. Never run on a GPU.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,19 +60,15 @@
 #include "trainkit/comm/nccl_group.hpp"
 #include "trainkit/comm/nccl_scalars.hpp"
 #include "trainkit/comm/nccl_sum_op.hpp"
+#include "trainkit/comm/zero1_shards.hpp"
 #include "trainkit/core/bf16.hpp"
-#include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/check.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/cuda/stream.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/memory_space.hpp"
 #include "trainkit/core/step_protocol.hpp"
-#include "trainkit/optim/clip_scale.hpp"
-#include "trainkit/optim/cuda/adamw.cuh"
-#include "trainkit/optim/zero1_shards.hpp"
 #include "trainkit/reduce/concepts.hpp"
-#include "trainkit/reduce/cuda/zero1_norm.cuh"
 
 namespace trainkit::reduce {
 
@@ -101,8 +97,8 @@ class nccl_zero1 {
   }
   bool any(bool flag) { return scalars_.any(comm_->get(), streams_.stream(), flag); }
 
-  /// Keeps where the model's bf16 gradients are and the compute stream, plans every bucket's
-  /// per-owner reductions, and allocates the norm's partial sums (zeroed on the compute stream).
+  /// Keeps where the model's bf16 gradients are and the compute stream, and plans every bucket's
+  /// per-owner reductions.
   template <class M>
   requires std::same_as<typename M::memory_space, device_memory> &&
       std::same_as<typename M::parameter_type, trainkit::bf16>
@@ -112,7 +108,7 @@ class nccl_zero1 {
     n_ = grads.size();
     compute_ = ctx.stream();
     op_.create(comm_->get());
-    const std::vector<model::gradient_range> shards = optim::zero1_shards(n_, world_size());
+    const std::vector<model::gradient_range> shards = comm::zero1_shards(n_, world_size());
     shard_ = shards[std::size_t(rank())];
     const auto buckets = model.gradient_buckets();
     std::vector<std::string> names;
@@ -123,7 +119,7 @@ class nccl_zero1 {
         if (r.offset + r.count > n_)
           throw config_error("nccl_zero1: bucket '" + buckets[b].name + "' reaches past the " +
                              std::to_string(n_) + " gradients");
-        for (const optim::zero1_piece& p : optim::zero1_pieces(r, shards))
+        for (const comm::zero1_piece& p : comm::zero1_pieces(r, shards))
           for (std::size_t done = 0; done < p.count;) {  // size_t counts, kept in int pieces
             const std::size_t k = std::min<std::size_t>(p.count - done, INT_MAX);
             plans_[b].push_back({p.offset + done, k, p.owner});
@@ -134,17 +130,6 @@ class nccl_zero1 {
     streams_.attach(std::move(names), compute_);
     partials_written_.emplace(false);
     partials_summed_.emplace(false);
-    // The norm: one double per chunk of the whole buffer; this rank writes the slots of its
-    // shard's chunks, the others stay 0 (the all-reduce's output is a second array).
-    my_chunks_ = optim::zero1_norm_chunks(shard_);
-    total_chunks_ = optim::zero1_norm_chunks({0, n_}).count;
-    partials_ = cuda::device_buffer<double>(std::max<std::size_t>(total_chunks_, 1));
-    all_partials_ = cuda::device_buffer<double>(std::max<std::size_t>(total_chunks_, 1));
-    partials_.fill_bytes_async(0, compute_);
-    sum_sq_ = cuda::device_buffer<double>(1);
-    norm_and_factor_ = cuda::device_buffer<float>(2);
-    host_norm_ = cuda::pinned_buffer<float>(2);
-    host_norm_[0] = host_norm_[1] = 0.0f;
   }
 
   /// Bucket i's last writer is enqueued on the compute stream: reduce each piece of it onto its
@@ -167,49 +152,31 @@ class nccl_zero1 {
   /// config_error if a bucket was not published this step.
   void finish() { streams_.finish(comm_->get()); }
 
-  /// The clipping step (gradient_reducer_for), enqueued on the context's stream after
-  /// finish(): partial sums of this rank's chunks, their all-reduce on the communication stream,
-  /// the fixed-order sum and {norm, factor} into device memory. `grads` is the attached model's
-  /// buffer (the buckets tile it: the model's contract).
-  optim::clip_scale<device_memory> clip(std::span<const trainkit::bf16> grads,
-                                        std::span<const model::gradient_bucket>, double max_norm,
-                                        cuda::execution_context& ctx) {
-    if (grads.data() != base_ || grads.size() != n_)
-      throw config_error("nccl_zero1: clip() of a gradient buffer it was not attached to");
+  /// This rank's shard (after attach): the only gradients it holds summed.
+  std::span<const model::gradient_range> owned_gradients() const noexcept { return {&shard_, 1}; }
+
+  /// The element-wise sum over ranks of the clipping step's partial sums of squares (device
+  /// memory), in place: on the communication stream after the context's work so far, and the
+  /// context's stream waits for it. Each rank's are non-zero only in its own shard's chunks, so
+  /// every slot has one non-zero addend and the sum is exact.
+  void combine_norm_partials(std::span<double> partials, cuda::execution_context& ctx) {
     const cudaStream_t compute = ctx.stream(), comm_stream = streams_.stream();
-    const auto* g = reinterpret_cast<const kernels::bf16_t*>(base_);
-    kernels::chunk_sums_of_squares(partials_.data() + my_chunks_.offset, g, shard_.offset,
-                                   shard_.offset + shard_.count, compute);
     partials_written_->record(compute);
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, partials_written_->get(), 0));
-    if (total_chunks_ > 0)
-      comm::nccl_check(ncclAllReduce(partials_.data(), all_partials_.data(), total_chunks_,
-                                     ncclFloat64, ncclSum, comm_->get(), comm_stream),
+    if (!partials.empty())
+      comm::nccl_check(ncclAllReduce(partials.data(), partials.data(), partials.size(), ncclFloat64,
+                                     ncclSum, comm_->get(), comm_stream),
                        "ncclAllReduce (norm partials)", comm_->get());
     partials_summed_->record(comm_stream);
     TRAINKIT_CUDA_CHECK(cudaStreamWaitEvent(compute, partials_summed_->get(), 0));
-    if (total_chunks_ > 0)
-      kernels::sum_partials(sum_sq_.data(), all_partials_.data(), total_chunks_, compute);
-    else
-      sum_sq_.fill_bytes_async(0, compute);
-    optim::kernels::clip_factor(norm_and_factor_.data(), sum_sq_.data(), max_norm, compute);
-    TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(host_norm_.data(), norm_and_factor_.data(),
-                                        2 * sizeof(float), cudaMemcpyDeviceToHost, compute));
-    return {norm_and_factor_.data()};
   }
-
-  /// The norm before clipping of the last clip(), the same on every rank: valid once its context
-  /// has been synchronised.
-  double norm() const noexcept { return host_norm_.size() ? double(host_norm_[0]) : 0.0; }
 
   /// This rank's shard of the gradient buffer (after attach).
   model::gradient_range shard() const noexcept { return shard_; }
 
-  /// Device bytes this reducer allocated beside the model: the norm's two arrays of one double
-  /// per chunk (no receive buffer: the reductions are in place).
-  std::size_t buffer_bytes() const noexcept {
-    return partials_.bytes() + all_partials_.bytes() + sum_sq_.bytes() + norm_and_factor_.bytes();
-  }
+  /// Device bytes this reducer allocated beside the model: none (the reductions are in place;
+  /// the norm's partial sums are the clipping step's, optim::device_grad_clip::buffer_bytes).
+  std::size_t buffer_bytes() const noexcept { return 0; }
 
  private:
   /// One ncclReduce: gradients [offset, offset + count), all inside rank `owner`'s shard.
@@ -227,14 +194,7 @@ class nccl_zero1 {
   std::vector<std::vector<piece>> plans_;  // per bucket, in publication order
   comm::nccl_bucket_stream streams_{"nccl_zero1"};
   std::optional<cuda::event> partials_written_, partials_summed_;  // the norm's hand-overs
-  model::gradient_range my_chunks_{};         // chunk indices of this rank's shard
-  std::size_t total_chunks_ = 0;              // chunks of the whole buffer
-  cuda::device_buffer<double> partials_;      // (total_chunks,) this rank's slots, zeros elsewhere
-  cuda::device_buffer<double> all_partials_;  // (total_chunks,) every rank's, after the all-reduce
-  cuda::device_buffer<double> sum_sq_;        // (1,) Σ g²
-  cuda::device_buffer<float> norm_and_factor_;  // (2,) ‖g‖, clipping factor
-  cuda::pinned_buffer<float> host_norm_;        // (2,)
-  comm::nccl_scalars scalars_;                  // the rank-aware hooks
+  comm::nccl_scalars scalars_;                                     // the rank-aware hooks
   comm::nccl_sum_op op_;  // the buckets' reduction: ncclSum unless pre-multiplied
 };
 

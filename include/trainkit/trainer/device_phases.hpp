@@ -55,6 +55,13 @@ void end_device_phase(Ctx& ctx, device_phase p) {
 /// A host phase and its device phase in one scope: the phase clock times the block into
 /// `booked_phase(p)` while the device phase brackets the work it enqueues.
 ///   { device_timed timed(clock, ctx, device_phase::comm); reducer.finish(); }
+/// The destructor never throws. Ending the device phase records an event, a CUDA call: after a
+/// kernel fault it fails with the device's sticky error. Thrown from a destructor that would
+/// std::terminate (always, while the block's own exception unwinds: the real error, lost), so
+/// the destructor drops it; a sticky error fails every later CUDA call with the same message, so
+/// the next one (the next phase's event, the step's synchronize()) reports it where it can be
+/// thrown. cuda::execution_context closes the phase before it records, so that next call is the
+/// device's error, not "phases do not nest".
 template <class Ctx>
 class device_timed {
  public:
@@ -62,7 +69,12 @@ class device_timed {
       : timed_(clock.time(booked_phase(p))), ctx_(ctx), phase_(p) {
     begin_device_phase(ctx_, phase_);
   }
-  ~device_timed() { end_device_phase(ctx_, phase_); }  // before the clock's lap (timed_)
+  ~device_timed() {  // before the clock's lap (timed_)
+    try {
+      end_device_phase(ctx_, phase_);
+    } catch (...) {  // reported by the next CUDA call (see the class comment)
+    }
+  }
   device_timed(const device_timed&) = delete;
   device_timed& operator=(const device_timed&) = delete;
 

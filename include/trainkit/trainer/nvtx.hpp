@@ -9,7 +9,7 @@
 // inline no-ops. Left undefined it is 1 only when compiling with nvcc and nvtx3 is found: some
 // machines expose the CUDA headers to the host compiler too, and a CPU-only build must not start
 // calling into NVTX because of that (a host TU that wants ranges defines TRAINKIT_NVTX=1). One
-// program may mix both settings (gpt_fineweb: main.cpp by g++, train_cuda.cu by nvcc), so each
+// program may mix both settings (gpt_fineweb: main.cpp by g++, train/cuda.cu by nvcc), so each
 // implementation lives in its own inline namespace: two definitions of one inline class would
 // violate the one-definition rule and let the linker keep either.
 #pragma once

@@ -6,10 +6,10 @@
 // evaluates, checkpoints and resumes, and times every phase of every step with a phase_clock: the
 // phases during which the loop is blocked (data wait, H2D, compute, communication, optimizer,
 // checkpoint stall, logging, eval) plus "other" tile each step's wall time exactly, so the report
-// can say honestly where the time went. Gradient clipping is the trainer's setting
-// (trainer_config::grad_clip) and the reducer's step: after finish() the reducer turns the
-// threshold into a factor (it alone knows how the summed gradients lie across ranks), and the
-// optimizer's update gets the factor alone.
+// can say honestly where the time went. Gradient clipping is the trainer's: its threshold
+// (trainer_config::grad_clip) and its step (optim::grad_clip_t, run after the reducer's finish()),
+// which asks the reducer only for facts (the gradient ranges this rank holds summed, and how the
+// ranks' partial sums of squares combine) and hands the optimizer's update the factor alone.
 //
 // This file is the loop; its helpers live beside it: composition.hpp (the compile-time checks
 // whose messages name a broken requirement), config.hpp (the configuration and its one check()),
@@ -34,6 +34,7 @@
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/optim/concepts.hpp"
+#include "trainkit/optim/grad_clip.hpp"
 #include "trainkit/optim/schedule.hpp"
 #include "trainkit/prefetch/concepts.hpp"
 #include "trainkit/reduce/concepts.hpp"
@@ -52,7 +53,7 @@
 #include "trainkit/trainer/throughput.hpp"
 
 #if defined(__CUDACC__)
-// A device model's clipping step where the reducer's is the plain norm (reduce::single).
+// A device model's clipping step.
 #include "trainkit/optim/device_grad_clip.hpp"
 #endif
 
@@ -248,10 +249,10 @@ class trainer {
       device_timed timed(clock, ctx_, device_phase::optimizer);
       m.step = ++step_;
       m.lr = schedule_.at(int(step_ - 1));
-      // At the trainer's threshold, by the reducer: it alone knows where the summed gradients
-      // are (all of the buffer, or this rank's shard).
+      // At the trainer's threshold; the reducer says where the summed gradients are (all of the
+      // buffer, or this rank's shard) and combines the ranks' partial sums of squares.
       const std::span<const typename Model::parameter_type> grads(model_.gradients());
-      return reducer_.clip(grads, model_.gradient_buckets(), double(cfg_.grad_clip), ctx_);
+      return clip_(grads, model_.gradient_buckets(), reducer_, double(cfg_.grad_clip), ctx_);
     }();
     if constexpr (checkpoint::defers_snapshot<Checkpointer>) {
       // The last save's copy reads the state before the update changes it: the loop is blocked
@@ -268,7 +269,7 @@ class trainer {
       auto timed = clock.time(phase::compute);
       ctx_.synchronize();
       m.loss = average_over_ranks(reducer_, model_.step_loss());
-      m.grad_norm = float(reducer_.norm());  // logged at float precision, the gradients' own
+      m.grad_norm = float(clip_.norm());  // logged at float precision, the gradients' own
     }
     // On a device: what the stream waited for in each phase, moved out of compute (where the
     // host's wait above landed) into that phase (trainer/device_phases.hpp).
@@ -316,6 +317,7 @@ class trainer {
   Optimizer optimizer_;
   Checkpointer checkpointer_;
   Reducer reducer_;
+  optim::grad_clip_t<typename Model::memory_space> clip_;  // the clipping step, at cfg_.grad_clip
   prefetcher_type train_;
   std::optional<prefetcher_type> val_;
   source_position val_start_{};

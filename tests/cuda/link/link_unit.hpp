@@ -11,8 +11,8 @@ namespace link_test {
 float train_step_a();
 /// The same step through the other unit's copy of the headers. Defined in unit_b.cu.
 float train_step_b();
-/// The launchers of the Llama kernels (llama/cuda_kernels.cuh) instantiated in each unit; the link is
-/// the test. Defined in unit_a.cu and unit_b.cu.
+/// The launchers of the Llama kernels (llama/cuda_kernels.cuh) instantiated in each unit; the link
+/// is the test. Defined in unit_a.cu and unit_b.cu.
 const void* llama_kernels_a();
 const void* llama_kernels_b();
 /// One forward_backward of a Llama d2 (llama_cuda, flash attention with GQA) on device 0; the

@@ -7,9 +7,9 @@
 #include "link_unit.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/device.hpp"
-#include "trainkit/model/llama/cuda_kernels.cuh"
 #include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/model/llama/cuda.hpp"
+#include "trainkit/model/llama/cuda_kernels.cuh"
 #include "trainkit/optim/adamw_cuda.hpp"
 
 namespace link_test {

@@ -6,9 +6,9 @@
 #include <trainkit/checkpoint/cuda_stager.hpp>
 #include <trainkit/checkpoint/host_staged_checkpointer.hpp>
 #include <trainkit/core/linalg/gemm_cublaslt.cuh>
-#include <trainkit/model/llama/cuda_kernels.cuh>
 #include <trainkit/model/gpt2/cuda.hpp>
 #include <trainkit/model/llama/cuda.hpp>
+#include <trainkit/model/llama/cuda_kernels.cuh>
 #include <trainkit/optim/adamw_cuda.hpp>
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
 

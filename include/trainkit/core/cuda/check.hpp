@@ -3,7 +3,7 @@
 // Library code never exits (core/error.hpp): a failed CUDA runtime call, kernel launch or cuBLASLt
 // call throws `cuda_error`, whose message names the source position, the call that failed and the
 // library's own error name and text, e.g.
-//   "gpt2/cuda.hpp:212: cudaMalloc(&p, bytes) failed: cudaErrorMemoryAllocation (out of memory)".
+//   "gpt2_cuda.hpp:212: cudaMalloc(&p, bytes) failed: cudaErrorMemoryAllocation (out of memory)".
 // Host-compilable: it needs only the CUDA headers, so .cpp files built by g++ with the CUDA include
 // directory (trainkit::cuda) can use it as well as .cu files.
 #pragma once

@@ -44,12 +44,14 @@ class execution_context {
     intervals_.push_back({p, record(), 0});
     open_ = true;
   }
-  /// Marks the end of the phase begun last.
+  /// Marks the end of the phase begun last. The phase is closed before the event is recorded:
+  /// when recording fails (a kernel fault's sticky error) the next begin_phase reports the
+  /// device's error, not "phases do not nest" (trainer/device_phases.hpp drops this one).
   void end_phase(device_phase p) {
     if (!open_ || intervals_.back().phase != p)
       throw config_error("execution_context::end_phase: not the phase begun last");
-    intervals_.back().end = record();
     open_ = false;
+    intervals_.back().end = record();  // end stays 0 (< begin: not counted) if this throws
   }
   /// After synchronize(): stream milliseconds per phase since the previous call.
   device_phase_times device_phase_ms() {

@@ -1,43 +1,49 @@
 // trainkit/model/cuda/flash_attention.cuh — trainkit's own causal flash attention, forward and
 // backward, without a T×T matrix.
 //
-// bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and
-// the saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is
-// tested against the naive attention; the twin's header comment states the algorithm. Reads q,
-// k, v straight from the QKV GEMM's (B, T, (H + 2·KV)·hs) output and writes (B, T, C), C = H·hs:
-// no permute kernels. Grouped-query attention (KV < H, detail/attention_heads.hpp): query head h
-// reads k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
+// bf16 in and out, fp32 accumulation on tensor cores. The tiling, the base-2 online softmax and the
+// saved log-sum-exp are those of the CPU twin detail/flash_attention_reference.hpp, which is tested
+// against the naive attention; the twin's header comment states the algorithm. Reads q, k, v
+// straight from the QKV GEMM's (B, T, (H + 2·KV)·hs) output and writes (B, T, C), C = H·hs: no
+// permute kernels. Grouped-query attention (KV < H, detail/attention_heads.hpp): query head h reads
+// k, v head h / (H / KV); GPT-2 is KV = H, 3C a row.
 //
 // Forward, in the manner of FlashAttention-2 (Dao 2023, §3.1): one block of 4 warps per (query
-// tile of 64 rows, batch·head), warp w owns rows 16w..16w+15 and keeps everything of them in
-// registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight m16n8 fp32 accumulators, the
-// running max and sum of its two rows per lane (row statistics reduce over the quad with two
-// `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from S's accumulators into
-// the A fragments of P·V (an m16n8 accumulator pair is exactly one A fragment: no shared memory
-// round trip). Products are `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline PTX); operands
-// come from shared memory by `ldmatrix` (`.trans` for V) out of unpadded tiles whose 16-byte
-// chunks are XOR-swizzled, so neither ldmatrix nor the copies meet bank conflicts. K and V tiles
-// arrive by `cp.async` into two stages: tile j+1 is in flight while tile j is multiplied; rows
-// past T are zero-filled by the copy. Only the diagonal key tile is masked; later tiles are never
-// visited. The index arithmetic (swizzle, ldmatrix lane addresses, accumulator rows and columns,
-// the diagonal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU
-// emulation of this kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) =
-// 40 KiB (hs 64) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
-// Backward: a pre-pass computes D = rowsum(dout ∘ out); one block per (key tile, batch·KV head)
-// keeps dK and dV in shared fp32 and visits, for each query head of the group in turn, the query
-// tiles that see its keys (detail::flash_backward_visit), recomputing P from the saved
-// log-sum-exp, so dK and dV sum over the group in fp32 and are written once, without atomics; dQ is
-// added with fp32 atomics into a (B, T, C) float buffer that a last pass rounds into dqkv. Products
-// through WMMA (16×16×16 bf16) on padded tiles; all tiles arrive by cp.async (zero-filled past T).
-// Where a second stage of the q and dout tiles fits without losing a block per SM (hs 128: 170 →
-// 204 KiB, one block either way), the next query tile's q and dout are prefetched while this one is
-// worked on; at hs 64 (105.5 KiB, two blocks per SM) a second stage (+18 KiB) would leave one block
-// per SM, so it is not taken.
+// tile, batch·head); a warp owns 32 query rows at hs 64 (two m16 row groups, 128-row blocks: each K
+// and V fragment serves both) and 16 at hs 128 (where two groups would spill), and keeps everything
+// of each row group in registers: Q as mma A fragments (loaded once), S = Q·Kᵀ as eight m16n8 fp32
+// accumulators, the running max and sum of its two rows per lane (row statistics reduce over the
+// quad with two `shfl.xor`), O as hs/8 accumulators. P is rounded to bf16 straight from S's
+// accumulators into the A fragments of P·V (an m16n8 accumulator pair is exactly one A fragment: no
+// shared memory round trip). Products are `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (inline
+// PTX); operands come from shared memory by `ldmatrix` (`.trans` for V) out of unpadded tiles whose
+// 16-byte chunks are XOR-swizzled, so neither ldmatrix nor the copies meet bank conflicts. K and V
+// tiles arrive by `cp.async` into two stages: tile j+1 is in flight while tile j is multiplied;
+// rows past T are zero-filled by the copy. Only key tiles crossing a row group's first row are
+// masked; tiles past the block's last real query are never visited. The index arithmetic (swizzle,
+// ldmatrix lane addresses, accumulator rows and columns, rows per warp, the last key tile, the
+// causal test) lives in detail/flash_mma_layout.hpp, shared with a lane-level CPU emulation of this
+// kernel (tests/cuda/flash_mma_port.hpp). Shared memory: Q + 2 × (K, V) = 48 KiB (hs 64, 128 query
+// rows) / 80 KiB (hs 128), where the WMMA version needed 71 / 111 KiB.
+//
+// Backward, in the same style: a pre-pass computes D = rowsum(dout ∘ out); one block of 4 warps per
+// (key tile, batch·KV head) visits, for each query head of the group in turn, the query tiles that
+// see its keys (detail::flash_backward_visit), recomputing P from the saved log-sum-exp. Warp w
+// owns keys 16w..16w+15 and works transposed (Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ), so Pᵀ and dSᵀ are register
+// accumulators whose pairs are the A fragments of dV += Pᵀ·dO and dK += dSᵀ·Q: S, P, dP, dS, dK and
+// dV never touch shared memory, and dK, dV sum over the group in fp32 and are written once, without
+// atomics. dQ = dS·K takes dSᵀ through one small swizzled bf16 tile (ldmatrix .trans) and is added
+// with fp32 atomics into a (B, T, C) float buffer that a last pass rounds into dqkv. mma.sync and
+// ldmatrix from swizzled tiles as the forward; K and V stay, Q and dO arrive by cp.async into two
+// stages (the next query tile lands while this one is worked on). Index arithmetic:
+// detail/flash_mma_backward_layout.hpp, shared with the lane-level emulation
+// tests/cuda/flash_mma_backward_port.hpp. Shared memory: 56.5 KiB (hs 64) / 104.5 KiB (hs 128),
+// where the WMMA version with shared fp32 S, dP, dK, dV needed 105.5 / 204 KiB (one hs-128 block
+// per SM; now two).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +55,7 @@
 #include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/model/detail/attention_heads.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
+#include "trainkit/model/detail/flash_mma_backward_layout.hpp"
 #include "trainkit/model/detail/flash_mma_layout.hpp"
 
 namespace trainkit::model::kernels {
@@ -60,63 +67,52 @@ namespace flash {
 using tiles = detail::flash_tiles;
 inline constexpr int block_q = tiles::block_q;
 inline constexpr int block_k = tiles::block_k;
-inline constexpr int warps = block_q / 16;  // one warp per 16 query rows (or keys)
+inline constexpr int warps = block_q / 16;  // 4: a warp per 16 keys (backward), 16·groups rows
 inline constexpr int threads = warps * warp_size;
 static_assert(block_q == 64 && block_k == 64, "the warp partition below assumes 64×64 tiles");
-// Rows of shared tiles are padded so that consecutive rows start in different banks; the pads
-// keep every fragment pointer 32-byte aligned (WMMA's requirement): 16 rows of (hs + 8) bf16 or
-// (64 + 4) floats are multiples of 32 bytes.
-inline constexpr int pad_h = 8;  // bf16 elements
-inline constexpr int pad_f = 4;  // float elements
 inline constexpr float log2e = float(detail::flash_log2e);
 inline constexpr float ln2 = float(detail::flash_ln2);
 
-// Q, then K and V in two stages each; tiles are block_q × hs bf16 without padding (swizzled).
+// Q (rows × hs: 128 rows at hs 64, 64 at hs 128), then K and V (block_k × hs) in two stages
+// each; bf16 without padding (swizzled).
 template <int hs>
 struct forward_smem {
-  static constexpr std::size_t tile = std::size_t(block_q) * hs * 2;
+  static constexpr int rows = detail::flash_mma::forward_block_rows(hs);  // query rows
+  static constexpr std::size_t q_tile = std::size_t(rows) * hs * 2;
+  static constexpr std::size_t kv_tile = std::size_t(block_k) * hs * 2;
   static constexpr std::size_t q = 0;
-  static constexpr std::size_t k = q + tile;      // stages at k and k + tile
-  static constexpr std::size_t v = k + 2 * tile;  // stages at v and v + tile
-  static constexpr std::size_t bytes = v + 2 * tile;
+  static constexpr std::size_t k = q + q_tile;       // stages at k and k + kv_tile
+  static constexpr std::size_t v = k + 2 * kv_tile;  // stages at v and v + kv_tile
+  static constexpr std::size_t bytes = v + 2 * kv_tile;
 };
+static_assert(forward_smem<64>::rows % block_q == 0 && forward_smem<128>::rows % block_q == 0,
+              "Q arrives in 64-row parts");
 
-// The scores S, then dP, then the dQ strip share one fp32 buffer: each warp uses only its own 16
-// rows of it, and keeps its P in registers while dP overwrites S. Without a separate dP buffer the
-// hs-64 backward needs 105.5 KiB, so two blocks fit an SM's 228 KiB (it needed 122.5: one).
+// K and V of the key tile, Q and dO of the query tile in two stages each (tile j+1 lands while tile
+// j is worked on), all block_q × hs bf16 swizzled; then the dSᵀ tile (block_k × block_q bf16,
+// swizzled) through which dQ = dS·K gets its A operand, and the tile's lse and D. dK and dV live in
+// registers, S, P, dP and dS too: 56.5 KiB (hs 64) / 104.5 KiB (hs 128), where the WMMA version
+// with its shared fp32 S, dP, dK, dV needed 105.5 / 204 KiB.
 template <int hs>
 struct backward_smem {
-  static constexpr int ld_h = hs + pad_h;       // k, v, q, dout tiles (bf16)
-  static constexpr int ld_s = block_k + pad_f;  // scores, then dP, then a dQ strip (float)
-  static constexpr int ld_p = block_k + pad_h;  // P, dS (bf16)
-  static constexpr int ld_a = hs + pad_f;       // dK, dV accumulators (float)
+  static constexpr std::size_t tile = std::size_t(block_q) * hs * 2;
   static constexpr std::size_t k = 0;
-  static constexpr std::size_t v = k + std::size_t(block_k) * ld_h * 2;
-  static constexpr std::size_t q = v + std::size_t(block_k) * ld_h * 2;
-  static constexpr std::size_t dy = q + std::size_t(block_q) * ld_h * 2;
-  static constexpr std::size_t s = dy + std::size_t(block_q) * ld_h * 2;
-  static constexpr std::size_t p = s + std::size_t(block_q) * ld_s * 4;
-  static constexpr std::size_t ds = p + std::size_t(block_q) * ld_p * 2;
-  static constexpr std::size_t dk = ds + std::size_t(block_q) * ld_p * 2;
-  static constexpr std::size_t dv = dk + std::size_t(block_k) * ld_a * 4;
-  static constexpr std::size_t lse = dv + std::size_t(block_k) * ld_a * 4;
+  static constexpr std::size_t v = k + tile;
+  static constexpr std::size_t q = v + tile;       // stages at q and q + tile
+  static constexpr std::size_t dy = q + 2 * tile;  // stages at dy and dy + tile
+  static constexpr std::size_t ds = dy + 2 * tile;
+  static constexpr std::size_t lse = ds + std::size_t(block_k) * block_q * 2;
   static constexpr std::size_t delta = lse + block_q * 4;
-  static constexpr std::size_t one_stage = delta + block_q * 4;
-  // A second stage of q and dout for the next query tile, taken only where it costs no block
-  // per SM (Hopper: 228 KiB per SM, 1 KiB reserved per block, at most 227 KiB per block).
-  static constexpr std::size_t stage_bytes = 2 * std::size_t(block_q) * ld_h * 2;
-  static constexpr int blocks_per_sm(std::size_t b) { return int(228 * 1024 / (b + 1024)); }
-  static constexpr bool prefetch =
-      one_stage + stage_bytes <= 227 * 1024 &&
-      blocks_per_sm(one_stage + stage_bytes) == blocks_per_sm(one_stage);
-  static constexpr std::size_t q_next = one_stage;  // used only when prefetch
-  static constexpr std::size_t dy_next = q_next + std::size_t(block_q) * ld_h * 2;
-  static constexpr std::size_t bytes = prefetch ? one_stage + stage_bytes : one_stage;
+  static constexpr std::size_t bytes = delta + block_q * 4;
 };
-static_assert(backward_smem<64>::blocks_per_sm(backward_smem<64>::bytes) == 2,
-              "two hs-64 backward blocks must fit one SM");
-static_assert(!backward_smem<64>::prefetch && backward_smem<128>::prefetch,
-              "the prefetch choice the header comment and docs/cuda.md describe");
+// Hopper: 228 KiB of shared memory per SM, 1 KiB of it reserved per block.
+inline constexpr int blocks_per_sm_by_smem(std::size_t bytes) {
+  return int(228 * 1024 / (bytes + 1024));
+}
+static_assert(blocks_per_sm_by_smem(backward_smem<128>::bytes) >= 2,
+              "two hs-128 backward blocks must fit one SM's shared memory");
+static_assert(blocks_per_sm_by_smem(backward_smem<64>::bytes) >= 3,
+              "three hs-64 backward blocks must fit one SM's shared memory");
 
 namespace lay = detail::flash_mma;
 
@@ -157,23 +153,6 @@ __device__ inline void copy_tile_async(bf16_t* dst, const bf16_t* src, std::int6
   }
 }
 
-// block_q × hs bf16 into a padded shared tile (rows hs + pad_h long, for WMMA): the same chunk
-// per thread as copy_tile_async (lay::copy_row/copy_col), unswizzled.
-template <int hs>
-__device__ inline void copy_padded_tile_async(bf16_t* dst, const bf16_t* src, std::int64_t stride,
-                                              int first, int T) {
-  constexpr int per_thread = block_q * hs / lay::chunk / threads;
-  static_assert(per_thread * threads * lay::chunk == block_q * hs);
-#pragma unroll
-  for (int i = 0; i < per_thread; ++i) {
-    const int r = lay::copy_row(int(threadIdx.x), i, threads, hs);
-    const int c = lay::copy_col(int(threadIdx.x), i, threads, hs);
-    const bool valid = first + r < T;
-    copy16_async(dst + r * (hs + pad_h) + c, src + std::int64_t(valid ? first + r : 0) * stride + c,
-                 valid);
-  }
-}
-
 // ldmatrix .x4: four 8 × 8 bf16 matrices, lanes 8j..8j+7 giving the row addresses of matrix j.
 __device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const bf16_t* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -205,30 +184,68 @@ __device__ inline std::uint32_t pack_bf16(float lo, float hi) {
   return r;
 }
 
-namespace wmma = nvcuda::wmma;
-using frag_a_row = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, wmma::row_major>;
-using frag_a_col = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16_t, wmma::col_major>;
-using frag_b_row = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::row_major>;
-using frag_b_col = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16_t, wmma::col_major>;
-using frag_acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+// p[0] += x, p[1] += y in global memory, atomically; p 8-byte aligned. Hopper has a vector fp32
+// atomic add (one instruction for the pair, compute capability 9.0 and up).
+__device__ inline void add_pair_atomic(float* p, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(p), make_float2(x, y));
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+#endif
+}
+namespace bl = detail::flash_mma_backward;
 
-// (16 × 64) fp32 at `out` (ld ld_out) = a (16 × hs, row-major, ld ld_a) · bᵀ where b is (64 × hs)
-// row-major (ld ld_b): a warp's strip of q·kᵀ or dout·vᵀ.
+// The backward's Sᵀ or dPᵀ (16 rows r0.. of `a` × block_q rows of `b`, both block_q × hs swizzled
+// tiles) into m16n8 accumulators: `a`'s A fragments (no .trans) each loaded once, `b`'s rows as
+// B operands (bᵀ).
 template <int hs>
-__device__ inline void strip_times_transposed(float* out, int ld_out, const bf16_t* a, int ld_a,
-                                              const bf16_t* b, int ld_b) {
-  for (int n = 0; n < block_k / 16; ++n) {
-    frag_acc acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < hs / 16; ++kk) {
-      frag_a_row fa;
-      frag_b_col fb;  // bᵀ(d, key) = b[key·ld_b + d]: column-major
-      wmma::load_matrix_sync(fa, a + kk * 16, ld_a);
-      wmma::load_matrix_sync(fb, b + std::size_t(n) * 16 * ld_b + kk * 16, ld_b);
-      wmma::mma_sync(acc, fa, fb, acc);
+__device__ inline void strip_times_transposed(float (&acc)[block_q / 8][4], const bf16_t* a,
+                                              const bf16_t* b, int r0, int lane) {
+  const int a_base = bl::swizzled(r0 + bl::ldsm_a_row(lane), bl::ldsm_a_col(lane), hs);
+  const int b_base = bl::swizzled(bl::ldsm_bt_row(lane), bl::ldsm_bt_col(lane), hs);
+#pragma unroll
+  for (int kk = 0; kk < hs / 16; ++kk) {
+    std::uint32_t fa[4];
+    ldmatrix_x4(fa, a + bl::swizzled_step(a_base, 0, 16 * kk, hs));
+#pragma unroll
+    for (int np = 0; np < block_q / 16; ++np) {
+      std::uint32_t fb[4];
+      ldmatrix_x4(fb, b + bl::swizzled_step(b_base, 16 * np, 16 * kk, hs));
+      mma_m16n8k16(acc[2 * np], fa, fb[0], fb[1]);
+      mma_m16n8k16(acc[2 * np + 1], fa, fb[2], fb[3]);
     }
-    wmma::store_matrix_sync(out + n * 16, acc, ld_out, wmma::mem_row_major);
   }
+}
+
+// The A fragments of an m16 × block_q product operand from its m16n8 fp32 accumulators, rounded
+// to bf16: the accumulators of columns 16kk..16kk+15 are fragment kk (register j holds
+// accumulator 2kk + j/2's c(2(j%2)), c(2(j%2)+1)).
+__device__ inline void accumulators_as_a(std::uint32_t (&xa)[block_q / 16][4],
+                                         const float (&x)[block_q / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < block_q / 16; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      xa[kk][j] = pack_bf16(x[2 * kk + j / 2][2 * (j % 2)], x[2 * kk + j / 2][2 * (j % 2) + 1]);
+}
+
+// out (16 rows × hs) += x (16 rows × block_q, as A fragments) · b (block_q × hs swizzled tile,
+// B operands by ldmatrix .trans, each loaded once).
+template <int hs>
+__device__ inline void accumulate_product(float (&out)[hs / 8][4],
+                                          const std::uint32_t (&xa)[block_q / 16][4],
+                                          const bf16_t* b, int lane) {
+  const int b_base = bl::swizzled(bl::ldsm_trans_b_row(lane), bl::ldsm_trans_b_col(lane), hs);
+#pragma unroll
+  for (int kk = 0; kk < block_q / 16; ++kk)
+#pragma unroll
+    for (int dd = 0; dd < hs / 16; ++dd) {
+      std::uint32_t fb[4];
+      ldmatrix_x4_trans(fb, b + bl::swizzled_step(b_base, 16 * kk, 16 * dd, hs));
+      mma_m16n8k16(out[2 * dd], xa[kk], fb[0], fb[1]);
+      mma_m16n8k16(out[2 * dd + 1], xa[kk], fb[2], fb[3]);
+    }
 }
 
 }  // namespace flash
@@ -241,8 +258,9 @@ __global__ void __launch_bounds__(flash::threads)
                                    int KV) {
   using namespace flash;
   using L = forward_smem<hs>;
-  static_assert(block_q == block_k, "one tile size for Q, K and V");
-  constexpr int tile = block_q * hs;  // elements
+  constexpr int groups = lay::forward_row_groups(hs);  // m16 row groups per warp
+  constexpr int rows = L::rows;                        // query rows of the block
+  constexpr int kv_tile = block_k * hs;                // elements
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
@@ -251,7 +269,7 @@ __global__ void __launch_bounds__(flash::threads)
   // The last query tiles visit the most key tiles: launch them first so they do not finish last.
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
-  const int q0 = qt * block_q, last = detail::flash_last_key_tile(qt);
+  const int q0 = qt * rows, last = lay::forward_last_key_tile(q0, rows, T, block_k);
   const detail::attention_heads heads{H, KV, hs};
   const std::int64_t row = heads.row();
   const bf16_t* base = qkv + std::int64_t(b) * T * row;
@@ -259,26 +277,31 @@ __global__ void __launch_bounds__(flash::threads)
   const bf16_t* k = base + heads.k_col(h);  // the group's k, v head
   const bf16_t* v = base + heads.v_col(h);
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
-  const int r0 = warp * 16;  // this warp's rows of the tile
+  const int r0 = warp * 16 * groups;  // this warp's rows of the tile: groups of 16 from r0
   const float scale_log2 = rsqrtf(float(hs)) * log2e;
 
-  copy_tile_async<hs>(sq, q, row, q0, T);
+  // Q in 64-row parts (a part's rows keep their low three bits, so the swizzle continues).
+#pragma unroll
+  for (int part = 0; part < rows / block_q; ++part)
+    copy_tile_async<hs>(sq + part * block_q * hs, q, row, q0 + part * block_q, T);
   copy_tile_async<hs>(sk, k, row, 0, T);
   copy_tile_async<hs>(sv, v, row, 0, T);
   commit_copies();
 
-  std::uint32_t qa[hs / 16][4];         // this warp's Q strip, A fragments per 16 dims
-  float o[hs / 8][4] = {};              // O (16 × hs)
-  float m[2] = {-INFINITY, -INFINITY};  // running max of rows lane/4 and lane/4 + 8 (base 2)
-  float l[2] = {0.0f, 0.0f};            // this lane's share of their running sums
+  std::uint32_t qa[groups][hs / 16][4];  // this warp's Q rows, A fragments per 16 dims
+  float o[groups][hs / 8][4] = {};       // O (16 × hs per group)
+  float m[groups][2];                    // running max of rows lane/4 and lane/4 + 8 (base 2)
+  float l[groups][2] = {};               // this lane's share of their running sums
+#pragma unroll
+  for (int g = 0; g < groups; ++g) m[g][0] = m[g][1] = -INFINITY;
 
   for (int kt = 0; kt <= last; ++kt) {
     const int stage = kt & 1;
     // The next K, V tiles into the other stage, whose readers passed the barrier at the end of
     // the previous iteration; then wait for this tile's group only.
     if (kt < last) {
-      copy_tile_async<hs>(sk + (stage ^ 1) * tile, k, row, (kt + 1) * block_k, T);
-      copy_tile_async<hs>(sv + (stage ^ 1) * tile, v, row, (kt + 1) * block_k, T);
+      copy_tile_async<hs>(sk + (stage ^ 1) * kv_tile, k, row, (kt + 1) * block_k, T);
+      copy_tile_async<hs>(sv + (stage ^ 1) * kv_tile, v, row, (kt + 1) * block_k, T);
       commit_copies();
       wait_copies<1>();
     } else {
@@ -287,15 +310,18 @@ __global__ void __launch_bounds__(flash::threads)
     __syncthreads();
     if (kt == 0) {
 #pragma unroll
-      for (int kk = 0; kk < hs / 16; ++kk)
-        ldmatrix_x4(qa[kk], sq + lay::swizzled(r0 + lay::ldsm_a_row(lane),
-                                               16 * kk + lay::ldsm_a_col(lane), hs));
+      for (int g = 0; g < groups; ++g)
+#pragma unroll
+        for (int kk = 0; kk < hs / 16; ++kk)
+          ldmatrix_x4(qa[g][kk], sq + lay::swizzled(r0 + 16 * g + lay::ldsm_a_row(lane),
+                                                    16 * kk + lay::ldsm_a_col(lane), hs));
     }
-    const bf16_t* ks = sk + stage * tile;
-    const bf16_t* vs = sv + stage * tile;
+    const bf16_t* ks = sk + stage * kv_tile;
+    const bf16_t* vs = sv + stage * kv_tile;
+    const int k0 = kt * block_k;
 
-    // S (16 × 64) = Q strip · Kᵀ.
-    float s[block_k / 8][4] = {};
+    // S (16 × 64 per group) = Q rows · Kᵀ: each K fragment serves every group.
+    float s[groups][block_k / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < hs / 16; ++kk)
 #pragma unroll
@@ -303,63 +329,80 @@ __global__ void __launch_bounds__(flash::threads)
         std::uint32_t kb[4];
         ldmatrix_x4(kb, ks + lay::swizzled(16 * np + lay::ldsm_bt_row(lane),
                                            16 * kk + lay::ldsm_bt_col(lane), hs));
-        mma_m16n8k16(s[2 * np], qa[kk], kb[0], kb[1]);
-        mma_m16n8k16(s[2 * np + 1], qa[kk], kb[2], kb[3]);
+#pragma unroll
+        for (int g = 0; g < groups; ++g) {
+          mma_m16n8k16(s[g][2 * np], qa[g][kk], kb[0], kb[1]);
+          mma_m16n8k16(s[g][2 * np + 1], qa[g][kk], kb[2], kb[3]);
+        }
       }
 
-    // Base 2, the causal mask on the diagonal tile only, row maxima over the quad.
-    const bool diagonal = kt == qt;
-    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < block_k / 8; ++n)
+    for (int g = 0; g < groups; ++g) {
+      // Base 2, the causal mask where the tile crosses the group's first row, row maxima over
+      // the quad.
+      const int first_row = q0 + r0 + 16 * g;
+      const bool crossing = lay::needs_mask(k0, block_k, first_row);
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float x = s[n][i] * scale_log2;
-        if (diagonal &&
-            !lay::diagonal_visible(r0 + lay::acc_row(lane, i), 8 * n + lay::acc_col(lane, i)))
-          x = -INFINITY;
-        s[n][i] = x;
-        mx[i / 2] = fmaxf(mx[i / 2], x);
+      for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float x = s[g][n][i] * scale_log2;
+          if (crossing && !lay::causal_visible(first_row + lay::acc_row(lane, i),
+                                               k0 + 8 * n + lay::acc_col(lane, i)))
+            x = -INFINITY;
+          s[g][n][i] = x;
+          mx[i / 2] = fmaxf(mx[i / 2], x);
+        }
+      float corr[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
+        // Key 0 is visible to every row and tile 0 comes first, so m is finite from then on;
+        // a tile the group's rows cannot see (all −inf) leaves m, l and O as they are.
+        const float m_new = fmaxf(m[g][half], mx[half]);
+        corr[half] = exp2f(m[g][half] - m_new);
+        m[g][half] = m_new;
       }
-    float corr[2];
+      float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
-      // Column k0 ≤ t of every visited tile is unmasked: the new maximum is finite.
-      const float m_new = fmaxf(m[half], mx[half]);
-      corr[half] = exp2f(m[half] - m_new);
-      m[half] = m_new;
+      for (int n = 0; n < block_k / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[g][n][i] = exp2f(s[g][n][i] - m[g][i / 2]);
+          sum[i / 2] += s[g][n][i];
+        }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) l[g][half] = l[g][half] * corr[half] + sum[half];
+#pragma unroll
+      for (int n = 0; n < hs / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[g][n][i] *= corr[i / 2];
     }
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < block_k / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[n][i] = exp2f(s[n][i] - m[i / 2]);
-        sum[i / 2] += s[n][i];
-      }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) l[half] = l[half] * corr[half] + sum[half];
-#pragma unroll
-    for (int n = 0; n < hs / 8; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) o[n][i] *= corr[i / 2];
 
-        // O += P · V: the accumulators of key columns 16kk..16kk+15 are one A fragment.
+    // O += P · V: the accumulators of key columns 16kk..16kk+15 are one A fragment; each V
+    // fragment serves every group.
 #pragma unroll
     for (int kk = 0; kk < block_k / 16; ++kk) {
-      const std::uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                                   pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t pa[groups][4];
+#pragma unroll
+      for (int g = 0; g < groups; ++g) {
+        pa[g][0] = pack_bf16(s[g][2 * kk][0], s[g][2 * kk][1]);
+        pa[g][1] = pack_bf16(s[g][2 * kk][2], s[g][2 * kk][3]);
+        pa[g][2] = pack_bf16(s[g][2 * kk + 1][0], s[g][2 * kk + 1][1]);
+        pa[g][3] = pack_bf16(s[g][2 * kk + 1][2], s[g][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < hs / 16; ++dp) {
         std::uint32_t vb[4];
         ldmatrix_x4_trans(vb, vs + lay::swizzled(16 * kk + lay::ldsm_a_row(lane),
                                                  16 * dp + lay::ldsm_a_col(lane), hs));
-        mma_m16n8k16(o[2 * dp], pa, vb[0], vb[1]);
-        mma_m16n8k16(o[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+        for (int g = 0; g < groups; ++g) {
+          mma_m16n8k16(o[g][2 * dp], pa[g], vb[0], vb[1]);
+          mma_m16n8k16(o[g][2 * dp + 1], pa[g], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
@@ -367,24 +410,23 @@ __global__ void __launch_bounds__(flash::threads)
 
   // Row sums over the quad; out = O / l as bf16 pairs, lse = (m + log2 l)·ln 2.
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l[half] += __shfl_xor_sync(full_mask, l[half], 1);
-    l[half] += __shfl_xor_sync(full_mask, l[half], 2);
-  }
+  for (int g = 0; g < groups; ++g)
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int t = q0 + r0 + lay::acc_row(lane, 2 * half);
-    if (t >= T) continue;
-    const float inv = 1.0f / l[half];
-    bf16_t* y = out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs;
+    for (int half = 0; half < 2; ++half) {
+      l[g][half] += __shfl_xor_sync(full_mask, l[g][half], 1);
+      l[g][half] += __shfl_xor_sync(full_mask, l[g][half], 2);
+      const int t = q0 + r0 + 16 * g + lay::acc_row(lane, 2 * half);
+      if (t >= T) continue;
+      const float inv = 1.0f / l[g][half];
+      bf16_t* y = out + (std::int64_t(b) * T + t) * C + std::int64_t(h) * hs;
 #pragma unroll
-    for (int n = 0; n < hs / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(y + 8 * n + lay::acc_col(lane, 2 * half)) =
-          __floats2bfloat162_rn(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+      for (int n = 0; n < hs / 8; ++n) {
+        *reinterpret_cast<__nv_bfloat162*>(y + 8 * n + lay::acc_col(lane, 2 * half)) =
+            __floats2bfloat162_rn(o[g][n][2 * half] * inv, o[g][n][2 * half + 1] * inv);
+      }
+      if (lay::acc_col(lane, 2 * half) == 0)
+        lse[std::int64_t(bh) * T + t] = (m[g][half] + log2f(l[g][half])) * ln2;
     }
-    if (lay::acc_col(lane, 2 * half) == 0)
-      lse[std::int64_t(bh) * T + t] = (m[half] + log2f(l[half])) * ln2;
-  }
 }
 
 /// D (B, H, T) = rowsum(dout ∘ out) per head: one warp per (b, t, h).
@@ -407,6 +449,18 @@ __global__ void flash_attention_delta_kernel(float* delta, const bf16_t* dout, c
 
 /// Backward: dk, dv written into dqkv (B, T, (H + 2·KV)·hs), summed over the group; dq added
 /// into dq_accum (B, T, C) fp32, which must be zero on entry.
+///
+/// One block of 4 warps per (key tile, batch·KV head), visiting for each query head of the group
+/// in turn the query tiles that see its keys (detail::flash_backward_visit). Warp w owns keys
+/// 16w..16w+15 and works transposed: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (16 × 64 accumulators each),
+/// Pᵀ = 2^(Sᵀ·scale·log2 e − lse), dSᵀ = Pᵀ ∘ (dPᵀ − D)·scale, all in registers; an accumulator
+/// pair of 16 queries is then the A fragment of dV += Pᵀ·dO and of dK += dSᵀ·Q (the forward's P·V
+/// trick), so dK and dV are register accumulators for the whole block and written once. dQ needs
+/// the other partition (a warp per 16 queries): dSᵀ goes to a shared bf16 tile, comes back as the
+/// A operand of dQ = dS·K by ldmatrix .trans, and is added into dq_accum with fp32 atomics, as
+/// FlashAttention-2 does (a separate dQ pass would recompute S and dP: 7 products instead of 5).
+/// Index arithmetic: detail/flash_mma_backward_layout.hpp, shared with the lane-level emulation
+/// tests/cuda/flash_mma_backward_port.hpp.
 template <int hs>
 __global__ void __launch_bounds__(flash::threads)
     flash_attention_backward_kernel(bf16_t* dqkv, float* dq_accum, const bf16_t* dout,
@@ -414,22 +468,13 @@ __global__ void __launch_bounds__(flash::threads)
                                     int C, int H, int KV) {
   using namespace flash;
   using L = backward_smem<hs>;
+  constexpr int tile = block_q * hs;  // elements
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
   bf16_t* sv = reinterpret_cast<bf16_t*>(smem + L::v);
-  // q and dout of the query tile in hand; with prefetch, stage 1 receives the next one.
-  // (selected, not indexed: an indexed pointer array would live in local memory)
-  auto sq_stage = [&](int stage) {
-    return reinterpret_cast<bf16_t*>(smem + (stage ? L::q_next : L::q));
-  };
-  auto sdy_stage = [&](int stage) {
-    return reinterpret_cast<bf16_t*>(smem + (stage ? L::dy_next : L::dy));
-  };
-  float* ss = reinterpret_cast<float*>(smem + L::s);
-  bf16_t* sp = reinterpret_cast<bf16_t*>(smem + L::p);
+  bf16_t* sq = reinterpret_cast<bf16_t*>(smem + L::q);
+  bf16_t* sdy = reinterpret_cast<bf16_t*>(smem + L::dy);
   bf16_t* sds = reinterpret_cast<bf16_t*>(smem + L::ds);
-  float* sdk = reinterpret_cast<float*>(smem + L::dk);
-  float* sdv = reinterpret_cast<float*>(smem + L::dv);
   float* slse = reinterpret_cast<float*>(smem + L::lse);
   float* sdelta = reinterpret_cast<float*>(smem + L::delta);
 
@@ -442,12 +487,12 @@ __global__ void __launch_bounds__(flash::threads)
   const std::int64_t batch = std::int64_t(b) * T * row;
   const bf16_t* k = qkv + batch + heads.k_col_of(g);
   const bf16_t* v = qkv + batch + heads.v_col_of(g);
-  // Query head h's q, dout, dq accumulator and (B, H, T) statistics.
+  // Query head h's q, dout and (B, H, T) statistics.
   auto q_of = [&](int h) { return qkv + batch + heads.q_col(h); };
   auto dy_of = [&](int h) { return dout + std::int64_t(b) * T * C + heads.q_col(h); };
   auto stats_of = [&](int h) { return (std::int64_t(b) * H + h) * T; };
   const int warp = threadIdx.x / warp_size, lane = threadIdx.x % warp_size;
-  const int r0 = warp * 16;  // this warp's query rows of S, and its keys of dK and dV
+  const int r0 = warp * 16;  // this warp's keys of Sᵀ, dK, dV, then its queries of dQ
   const float scale = rsqrtf(float(hs));
   const float scale_log2 = scale * log2e;
 
@@ -456,41 +501,36 @@ __global__ void __launch_bounds__(flash::threads)
   // (query head of the group, query tile) pairs, heads in turn: dK and dV collect the group.
   const int steps = heads.group() * (query_tiles - first_qt);
   const int h0 = heads.first_query_head(g);
-  copy_padded_tile_async<hs>(sk, k, row, k0, T);
-  copy_padded_tile_async<hs>(sv, v, row, k0, T);
-  copy_padded_tile_async<hs>(sq_stage(0), q_of(h0), row, first_qt * block_q, T);
-  copy_padded_tile_async<hs>(sdy_stage(0), dy_of(h0), C, first_qt * block_q, T);
+  copy_tile_async<hs>(sk, k, row, k0, T);
+  copy_tile_async<hs>(sv, v, row, k0, T);
+  copy_tile_async<hs>(sq, q_of(h0), row, first_qt * block_q, T);
+  copy_tile_async<hs>(sdy, dy_of(h0), C, first_qt * block_q, T);
   commit_copies();
-  for (int i = threadIdx.x; i < block_k * L::ld_a; i += blockDim.x) sdk[i] = sdv[i] = 0.0f;
+
+  float dk[hs / 8][4] = {};  // dK (this warp's 16 keys × hs)
+  float dv[hs / 8][4] = {};  // dV
 
   for (int step = 0; step < steps; ++step) {
     const detail::flash_backward_step at =
         detail::flash_backward_visit(step, first_qt, query_tiles);
     const int h = h0 + at.member, q0 = at.qt * block_q;
-    const bf16_t* q = q_of(h);
-    const bf16_t* dy = dy_of(h);
-    float* dq = dq_accum + std::int64_t(b) * T * C + heads.q_col(h);
-    const int stage = L::prefetch ? step & 1 : 0;
-    __syncthreads();  // the previous query tile is done with (its q, dout, lse and D)
-    const bool next = L::prefetch && step + 1 < steps;
-    if (!L::prefetch && step > 0) {
-      copy_padded_tile_async<hs>(sq_stage(0), q, row, q0, T);
-      copy_padded_tile_async<hs>(sdy_stage(0), dy, C, q0, T);
-      commit_copies();
-    }
-    if (next) {  // the next query tile's q and dout land while this one is worked on
+    const int stage = step & 1;
+    // Every warp is done with the previous step: its stage of q and dout (refilled next), the
+    // statistics and the dSᵀ tile.
+    __syncthreads();
+    const bool next = step + 1 < steps;
+    if (next) {
       const detail::flash_backward_step to =
           detail::flash_backward_visit(step + 1, first_qt, query_tiles);
-      copy_padded_tile_async<hs>(sq_stage(stage ^ 1), q_of(h0 + to.member), row, to.qt * block_q,
-                                 T);
-      copy_padded_tile_async<hs>(sdy_stage(stage ^ 1), dy_of(h0 + to.member), C, to.qt * block_q,
-                                 T);
+      copy_tile_async<hs>(sq + (stage ^ 1) * tile, q_of(h0 + to.member), row, to.qt * block_q, T);
+      copy_tile_async<hs>(sdy + (stage ^ 1) * tile, dy_of(h0 + to.member), C, to.qt * block_q, T);
       commit_copies();
     }
     const std::int64_t stats = stats_of(h);
     for (int r = threadIdx.x; r < block_q; r += blockDim.x) {
+      // Base 2; +inf past T makes P (and so dS) zero for those query rows.
       const bool real = q0 + r < T;
-      slse[r] = real ? lse[stats + q0 + r] * log2e : 0.0f;  // base 2
+      slse[r] = real ? lse[stats + q0 + r] * log2e : INFINITY;
       sdelta[r] = real ? delta[stats + q0 + r] : 0.0f;
     }
     if (next)
@@ -498,92 +538,101 @@ __global__ void __launch_bounds__(flash::threads)
     else
       wait_copies<0>();
     __syncthreads();
-    const bf16_t* sq = sq_stage(stage);
-    const bf16_t* sdy = sdy_stage(stage);
+    const bf16_t* qs = sq + stage * tile;
+    const bf16_t* dys = sdy + stage * tile;
+    const bool diagonal = at.qt == kt;
 
-    // S = q·kᵀ (this warp's strip), P from it into registers (and bf16 for dV's product); then
-    // dP = dout·vᵀ into the same strip, dS from P and dP.
-    constexpr int per_lane = 16 * block_k / warp_size;
-    float p[per_lane];
-    strip_times_transposed<hs>(ss + r0 * L::ld_s, L::ld_s, sq + r0 * L::ld_h, L::ld_h, sk, L::ld_h);
-    __syncwarp();
+    // Sᵀ (16 keys × 64 queries) = K strip · Qᵀ; each K A fragment is loaded once and used for
+    // all 64 queries. Then Pᵀ in place (the causal mask on the diagonal tile only).
+    float s[block_q / 8][4] = {};
+    strip_times_transposed<hs>(s, sk, qs, r0, lane);
 #pragma unroll
-    for (int e = 0; e < per_lane; ++e) {
-      const int i = lane + e * warp_size;
-      const int r = r0 + i / block_k, c = i % block_k, t = q0 + r, j = k0 + c;
-      p[e] = (t < T && j <= t) ? exp2f(ss[r * L::ld_s + c] * scale_log2 - slse[r])  // j ≤ t < T
-                               : 0.0f;
-      sp[r * L::ld_p + c] = __float2bfloat16(p[e]);
-    }
-    __syncwarp();  // every lane has read its scores before dP overwrites them
-    strip_times_transposed<hs>(ss + r0 * L::ld_s, L::ld_s, sdy + r0 * L::ld_h, L::ld_h, sv,
-                               L::ld_h);
-    __syncwarp();
+    for (int n = 0; n < block_q / 8; ++n)
 #pragma unroll
-    for (int e = 0; e < per_lane; ++e) {
-      const int i = lane + e * warp_size;
-      const int r = r0 + i / block_k, c = i % block_k;
-      const float ds = p[e] * (ss[r * L::ld_s + c] - sdelta[r]) * scale;  // 0 where P is
-      sds[r * L::ld_p + c] = __float2bfloat16(ds);
-    }
-    __syncthreads();  // dV and dK need every warp's rows of P and dS
-
-    // dV (keys r0.., hs) += Pᵀ · dout and dK += dSᵀ · q: Pᵀ(key, t) = P[t·ld + key] is
-    // column-major.
-    for (int n = 0; n < hs / 16; ++n) {
-      frag_acc acc_v, acc_k;
-      float* dv_tile = sdv + r0 * L::ld_a + n * 16;
-      float* dk_tile = sdk + r0 * L::ld_a + n * 16;
-      wmma::load_matrix_sync(acc_v, dv_tile, L::ld_a, wmma::mem_row_major);
-      wmma::load_matrix_sync(acc_k, dk_tile, L::ld_a, wmma::mem_row_major);
-      for (int kk = 0; kk < block_q / 16; ++kk) {
-        frag_a_col fp, fds;
-        frag_b_row fdy, fq;
-        wmma::load_matrix_sync(fp, sp + kk * 16 * L::ld_p + r0, L::ld_p);
-        wmma::load_matrix_sync(fds, sds + kk * 16 * L::ld_p + r0, L::ld_p);
-        wmma::load_matrix_sync(fdy, sdy + kk * 16 * L::ld_h + n * 16, L::ld_h);
-        wmma::load_matrix_sync(fq, sq + kk * 16 * L::ld_h + n * 16, L::ld_h);
-        wmma::mma_sync(acc_v, fp, fdy, acc_v);
-        wmma::mma_sync(acc_k, fds, fq, acc_k);
+      for (int i = 0; i < 4; ++i) {
+        const int query = 8 * n + bl::acc_query(lane, i);
+        const bool masked = diagonal && !bl::diagonal_visible(r0 + bl::acc_key(lane, i), query);
+        s[n][i] = masked ? 0.0f : exp2f(s[n][i] * scale_log2 - slse[query]);
       }
-      wmma::store_matrix_sync(dv_tile, acc_v, L::ld_a, wmma::mem_row_major);
-      wmma::store_matrix_sync(dk_tile, acc_k, L::ld_a, wmma::mem_row_major);
+    // dV += Pᵀ · dO: the accumulators of queries 16kk..16kk+15 are one A fragment; dO comes as
+    // the B operand by ldmatrix .trans, each fragment once.
+    {
+      std::uint32_t pa[block_q / 16][4];
+      accumulators_as_a(pa, s);
+      accumulate_product<hs>(dv, pa, dys, lane);
     }
-    // dQ (rows r0.., hs) += dS · k, 64 columns at a time through this warp's strip of ss (its
-    // dP is already consumed), then atomically into the fp32 accumulator.
-    for (int n0 = 0; n0 < hs; n0 += block_k) {
-      for (int n = 0; n < block_k / 16; ++n) {
-        frag_acc acc;
-        wmma::fill_fragment(acc, 0.0f);
-        for (int kk = 0; kk < block_k / 16; ++kk) {
-          frag_a_row fds;
-          frag_b_row fk;
-          wmma::load_matrix_sync(fds, sds + r0 * L::ld_p + kk * 16, L::ld_p);
-          wmma::load_matrix_sync(fk, sk + kk * 16 * L::ld_h + n0 + n * 16, L::ld_h);
-          wmma::mma_sync(acc, fds, fk, acc);
+    // dPᵀ = V strip · dOᵀ, then dSᵀ = Pᵀ ∘ (dPᵀ − D)·scale in place.
+    float dp[block_q / 8][4] = {};
+    strip_times_transposed<hs>(dp, sv, dys, r0, lane);
+#pragma unroll
+    for (int n = 0; n < block_q / 8; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        dp[n][i] = s[n][i] * (dp[n][i] - sdelta[8 * n + bl::acc_query(lane, i)]) * scale;
+    // dK += dSᵀ · Q likewise; the dS fragments also go to the shared tile as they are (two bf16 a
+    // register: one word per lane, 32 banks per store).
+    {
+      std::uint32_t dsa[block_q / 16][4];
+      accumulators_as_a(dsa, dp);
+#pragma unroll
+      for (int kk = 0; kk < block_q / 16; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int i = 2 * (j % 2);
+          const int key = r0 + bl::acc_key(lane, i);
+          const int query = 16 * kk + 8 * (j / 2) + bl::acc_query(lane, i);
+          *reinterpret_cast<std::uint32_t*>(sds + bl::ds_offset(key, query, block_q)) = dsa[kk][j];
         }
-        wmma::store_matrix_sync(ss + r0 * L::ld_s + n * 16, acc, L::ld_s, wmma::mem_row_major);
+      accumulate_product<hs>(dk, dsa, qs, lane);
+    }
+    __syncthreads();  // dQ needs every warp's keys of dS
+
+    // dQ (this warp's 16 queries × hs) = dS · K, 64 head dimensions at a time, added atomically
+    // into the fp32 accumulator. The dS A fragments (one per 16 keys) are loaded once.
+    std::uint32_t dsa[block_k / 16][4];
+    const int ds_base = bl::ds_offset(bl::ldsm_ds_key(lane), r0 + bl::ldsm_ds_query(lane), block_q);
+#pragma unroll
+    for (int kk = 0; kk < block_k / 16; ++kk)
+      ldmatrix_x4_trans(dsa[kk], sds + bl::swizzled_step(ds_base, 16 * kk, 0, block_q));
+    float* dq = dq_accum + std::int64_t(b) * T * C + heads.q_col(h);
+    const int k_base = bl::swizzled(bl::ldsm_trans_b_row(lane), bl::ldsm_trans_b_col(lane), hs);
+#pragma unroll
+    for (int c0 = 0; c0 < hs; c0 += 64) {
+      float acc[8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < block_k / 16; ++kk)
+#pragma unroll
+        for (int dd = 0; dd < 4; ++dd) {
+          std::uint32_t kb[4];
+          ldmatrix_x4_trans(kb, sk + bl::swizzled_step(k_base, 16 * kk, c0 + 16 * dd, hs));
+          mma_m16n8k16(acc[2 * dd], dsa[kk], kb[0], kb[1]);
+          mma_m16n8k16(acc[2 * dd + 1], dsa[kk], kb[2], kb[3]);
+        }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int t = q0 + r0 + bl::acc_row(lane, 2 * half);
+        if (t >= T) continue;
+        float* dq_row = dq + std::int64_t(t) * C + c0 + bl::acc_col(lane, 2 * half);
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          add_pair_atomic(dq_row + 8 * n, acc[n][2 * half], acc[n][2 * half + 1]);
       }
-      __syncwarp();
-      for (int i = lane; i < 16 * block_k; i += warp_size) {
-        const int r = r0 + i / block_k, c = i % block_k, t = q0 + r;
-        if (t < T) atomicAdd(dq + std::int64_t(t) * C + n0 + c, ss[r * L::ld_s + c]);
-      }
-      __syncwarp();
     }
   }
-  __syncthreads();
-  constexpr int chunks = hs / pack;
-  for (int i = threadIdx.x; i < block_k * chunks; i += blockDim.x) {
-    const int c = i / chunks, d = (i % chunks) * pack, j = k0 + c;
+
+  // dK and dV of the real keys, bf16 pairs straight from the accumulators.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = k0 + r0 + bl::acc_row(lane, 2 * half);
     if (j >= T) continue;
-    bf16x8 xk, xv;
-    for (int e = 0; e < pack; ++e) {
-      xk.v[e] = __float2bfloat16(sdk[c * L::ld_a + d + e]);
-      xv.v[e] = __float2bfloat16(sdv[c * L::ld_a + d + e]);
+    bf16_t* d = dqkv + batch + std::int64_t(j) * row + bl::acc_col(lane, 2 * half);
+#pragma unroll
+    for (int n = 0; n < hs / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(d + heads.k_col_of(g) + 8 * n) =
+          __floats2bfloat162_rn(dk[n][2 * half], dk[n][2 * half + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(d + heads.v_col_of(g) + 8 * n) =
+          __floats2bfloat162_rn(dv[n][2 * half], dv[n][2 * half + 1]);
     }
-    store8(dqkv + batch + std::int64_t(j) * row + heads.k_col_of(g) + d, xk);
-    store8(dqkv + batch + std::int64_t(j) * row + heads.v_col_of(g) + d, xv);
   }
 }
 
@@ -626,7 +675,7 @@ void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, in
              cudaStream_t stream) {
   constexpr std::size_t bytes = forward_smem<hs>::bytes;
   opt_in_shared(flash_attention_forward_kernel<hs>, bytes);
-  const dim3 grid(detail::flash_tile_count(T, block_q), B * H);
+  const dim3 grid(detail::flash_tile_count(T, forward_smem<hs>::rows), B * H);
   flash_attention_forward_kernel<hs><<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H, KV);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
@@ -676,6 +725,8 @@ inline void flash_attention_backward(bf16_t* dqkv, float* delta, float* dq_accum
   flash::can_implement(qkv, dout, B, T, C, H, KV);
   require(aligned_to(dqkv, 16) && aligned_to(out, 16), "flash_attention",
           "dqkv and out must be 16-byte aligned");
+  require(aligned_to(dq_accum, 8), "flash_attention",
+          "dq_accum must be 8-byte aligned (the backward adds float pairs atomically)");
   if (C / H == 64)
     flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
   else

@@ -190,15 +190,26 @@ __global__ void __launch_bounds__(rmsnorm_backward_warps* warp_size)
   }
 }
 
-// dw[c] += Σ_chunks partial[chunk, c], chunks in order.
+// dw[c] += Σ_chunks partial[chunk, c]: 32 channels × 16 chunk lanes a block, the lanes' sums
+// added in lane order (detail::rmsnorm_reduce_*, whose CPU twin rmsnorm_dw_reduce_twin adds in
+// the same order: the same sums bit for bit).
 template <class = void>
-__global__ void rmsnorm_backward_reduce_kernel(bf16_t* dw, const float* partial, int chunks,
-                                               int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+__global__ void __launch_bounds__(detail::rmsnorm_reduce_channels* detail::rmsnorm_reduce_lanes)
+    rmsnorm_backward_reduce_kernel(bf16_t* dw, const float* partial, int chunks, int C) {
+  __shared__ float lanes[detail::rmsnorm_reduce_lanes][detail::rmsnorm_reduce_channels];
+  const int x = threadIdx.x % detail::rmsnorm_reduce_channels;
+  const int y = threadIdx.x / detail::rmsnorm_reduce_channels;
+  const int c = detail::rmsnorm_reduce_channel(blockIdx.x, x);
   float s = 0.0f;
-  for (int j = 0; j < chunks; ++j) s += partial[std::int64_t(j) * C + c];
-  dw[c] = __float2bfloat16(__bfloat162float(dw[c]) + s);
+  if (c < C)
+    for (int j = y; j < chunks; j += detail::rmsnorm_reduce_lanes)
+      s += partial[std::int64_t(j) * C + c];
+  lanes[y][x] = s;
+  __syncthreads();
+  if (y != 0 || c >= C) return;
+  float total = 0.0f;
+  for (int v = 0; v < detail::rmsnorm_reduce_lanes; ++v) total += lanes[v][x];
+  dw[c] = __float2bfloat16(__bfloat162float(dw[c]) + total);
 }
 
 /// Shared memory of one rmsnorm_backward_kernel block for width C (with a gain).
@@ -229,9 +240,10 @@ inline void rmsnorm_backward(bf16_t* dinp, bf16_t* dw, float* partial, const bf1
       dinp, partial, dout, x, w, rstd, N, C);
   TRAINKIT_CUDA_CHECK_LAUNCH("rmsnorm_backward_kernel");
   if (!w) return;
-  constexpr int threads = 128;
   rmsnorm_backward_reduce_kernel<>
-      <<<ceil_div(std::size_t(C), threads), threads, 0, s>>>(dw, partial, int(chunks), C);
+      <<<unsigned(detail::rmsnorm_reduce_blocks(C)),
+         detail::rmsnorm_reduce_channels * detail::rmsnorm_reduce_lanes, 0, s>>>(dw, partial,
+                                                                                 int(chunks), C);
   TRAINKIT_CUDA_CHECK_LAUNCH("rmsnorm_backward_reduce_kernel");
 }
 

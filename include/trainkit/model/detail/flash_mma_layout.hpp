@@ -14,7 +14,8 @@
 //     with `.trans` for V as the B operand of P·V) and for Kᵀ as the B operand of Q·Kᵀ;
 //   * which (row, column) of the 16 × 8 tile an accumulator register holds (for the causal mask,
 //     the row statistics and the output), and which chunk of a tile a thread copies;
-//   * the causal test on the diagonal tile, the only tile that needs one.
+//   * the forward's rows per warp and block, its last key tile, and the causal test on the tiles
+//     that cross the diagonal (the backward's transposed diagonal test builds on the square one).
 // Not for users.
 #pragma once
 
@@ -70,6 +71,32 @@ TRAINKIT_HOST_DEVICE constexpr int copy_row(int tid, int i, int threads, int hs)
 }
 TRAINKIT_HOST_DEVICE constexpr int copy_col(int tid, int i, int threads, int hs) {
   return (i * threads + tid) % (hs / chunk) * chunk;
+}
+
+/// Row groups of 16 a forward warp owns: two at hs 64 (32 query rows, 128-row blocks), so each K
+/// and V fragment serves two m16 products; one at hs 128, where two would need ~256 registers of
+/// accumulators and Q fragments alone (docs/cuda.md's resource table).
+TRAINKIT_HOST_DEVICE constexpr int forward_row_groups(int hs) {
+  return hs == 64 ? 2 : 1;
+}
+/// Query rows of a forward block: 4 warps of 16·forward_row_groups(hs).
+TRAINKIT_HOST_DEVICE constexpr int forward_block_rows(int hs) {
+  return 4 * 16 * forward_row_groups(hs);
+}
+/// The last key tile (of `block_k` keys) a forward block of query rows q0..q0 + rows − 1 visits:
+/// the one holding its last real query's key; later keys are masked for every real row.
+TRAINKIT_HOST_DEVICE constexpr int forward_last_key_tile(int q0, int rows, int T, int block_k) {
+  return ((q0 + rows < T ? q0 + rows : T) - 1) / block_k;
+}
+/// Whether the query at position `query` sees the key at position `key` (positions in the
+/// sequence). Keys past T sit right of every real query, so this is also their mask.
+TRAINKIT_HOST_DEVICE constexpr bool causal_visible(int query, int key) {
+  return key <= query;
+}
+/// Whether a key tile starting at k0 (block_k keys) holds a key right of the first query of a
+/// row group starting at `first_row`: only then does the group need the causal test.
+TRAINKIT_HOST_DEVICE constexpr bool needs_mask(int k0, int block_k, int first_row) {
+  return k0 + block_k - 1 > first_row;
 }
 
 /// On the diagonal tile (key tile index = query tile index, square tiles), whether the query at

@@ -2,7 +2,8 @@
 // (model/cuda/rmsnorm.cuh, rope.cuh, gated_mlp.cuh): the same arithmetic in fp32, rounded to bf16
 // exactly where a kernel stores bf16, so a GPU test can hold a kernel to the twin at a fraction of
 // a bf16 ulp, while tests/model/test_llama_cuda_twins.cpp holds each twin to the fp32 CPU kernels
-// of cpu/rmsnorm_rope_kernels.hpp (the functions llama_cpu runs, pinned to transformers by fixtures).
+// of cpu/rmsnorm_rope_kernels.hpp (the functions llama_cpu runs, pinned to transformers by
+// fixtures).
 //
 // The point-wise math (SiLU and its derivative, ReLU², the rotate-half pair) is written once here
 // as TRAINKIT_HOST_DEVICE functions that the kernels call too, so a slip in it fails the CPU test
@@ -83,6 +84,22 @@ TRAINKIT_HOST_DEVICE inline int rmsnorm_slot_channel(int q) {
          (q % rmsnorm_pass) / llama_kernel_warp;
 }
 
+/// RMSNorm backward's dw reduce (dw[c] += Σ_chunks partial[chunk, c]): blocks of
+/// rmsnorm_reduce_channels channels × rmsnorm_reduce_lanes chunk lanes. Thread x + 32·y of block
+/// b owns channel 32·b + x and adds chunks y, y + 16, y + 32, ... in order (a warp reads 32
+/// consecutive floats of one chunk's row); then thread y = 0 adds the 16 lanes' sums in lane
+/// order. At d12 (C = 768, B·T = 32768: 1024 chunks) 24 blocks of 512 threads, 64 adds a thread,
+/// where one 128-thread block per 128 channels (6 blocks) added all 1024 chunks a thread.
+inline constexpr int rmsnorm_reduce_channels = llama_kernel_warp;  // a warp's 32 channels
+inline constexpr int rmsnorm_reduce_lanes = 16;                    // warps a block
+inline int rmsnorm_reduce_blocks(int C) {
+  return (C + rmsnorm_reduce_channels - 1) / rmsnorm_reduce_channels;
+}
+/// The channel of thread (x, y) of `block`, and the first chunk it adds (then every 16th).
+TRAINKIT_HOST_DEVICE inline int rmsnorm_reduce_channel(int block, int x) {
+  return block * rmsnorm_reduce_channels + x;
+}
+
 /// RoPE's thread `item` of a grid over (row, head, group of 8 pairs): its row, head and first pair
 /// index i (it rotates pairs (i + k, i + k + hs/2), k < 8).
 struct rope_site {
@@ -148,6 +165,30 @@ inline void rmsnorm_backward_twin(float* dinp, float* dw, const float* dout, con
   }
   if (dw)
     for (int c = 0; c < C; ++c) dw[c] = round_to_bf16(dw[c] + gw[std::size_t(c)]);
+}
+
+/// rmsnorm.cuh's dw reduce, in its order (rmsnorm_reduce_* above): sums[c] = Σ over lanes y (in
+/// order) of Σ over chunks y, y + 16, ... (in order) of partial[chunk, c], every add in fp32, so
+/// the kernel's sums equal these bit for bit (it then stores dw[c] = bf16(dw[c] + sums[c])).
+/// `reads`, when given (chunks·C), counts each partial's reads.
+inline void rmsnorm_dw_reduce_twin(float* sums, const float* partial, int chunks, int C,
+                                   int* reads = nullptr) {
+  for (int b = 0; b < rmsnorm_reduce_blocks(C); ++b)
+    for (int x = 0; x < rmsnorm_reduce_channels; ++x) {
+      const int c = rmsnorm_reduce_channel(b, x);
+      if (c >= C) continue;
+      float total = 0.0f;
+      for (int y = 0; y < rmsnorm_reduce_lanes; ++y) {
+        float lane = 0.0f;
+        for (int j = y; j < chunks; j += rmsnorm_reduce_lanes) {
+          const std::int64_t i = std::int64_t(j) * C + c;
+          lane += partial[i];
+          if (reads) ++reads[i];
+        }
+        total += lane;
+      }
+      sums[c] = total;
+    }
 }
 
 /// rope.cuh, in place on `heads` consecutive heads of hs channels at the start of each of N rows

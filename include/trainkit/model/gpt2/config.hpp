@@ -18,6 +18,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
+#include "trainkit/model/transformer/layout.hpp"
 
 namespace trainkit::model {
 
@@ -137,33 +138,26 @@ enum class gpt2_tensor : std::size_t {
 inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
   const std::int64_t Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len, L = cfg.num_layers,
                      C = cfg.channels;
-  std::vector<tensor_info> out;
-  std::size_t offset = 0;
-  auto add = [&](const char* name, std::vector<std::int64_t> shape, tensor_role role,
-                 std::vector<std::int64_t> row_parts = {}) {
-    tensor_info t{name, std::move(shape), offset, role, std::move(row_parts)};
-    offset += t.numel();
-    out.push_back(std::move(t));
-  };
-  add("wte", {Vp, C}, tensor_role::embedding);
-  add("wpe", {maxT, C}, tensor_role::embedding);
-  add("ln1w", {L, C}, tensor_role::norm);
-  add("ln1b", {L, C}, tensor_role::norm);
-  add("qkvw", {L, 3 * C, C}, tensor_role::matrix, {C, C, C});  // q, k, v fused
-  add("qkvb", {L, 3 * C}, tensor_role::bias);
-  add("attprojw", {L, C, C}, tensor_role::matrix);
-  add("attprojb", {L, C}, tensor_role::bias);
-  add("ln2w", {L, C}, tensor_role::norm);
-  add("ln2b", {L, C}, tensor_role::norm);
-  add("fcw", {L, 4 * C, C}, tensor_role::matrix);
-  add("fcb", {L, 4 * C}, tensor_role::bias);
-  add("fcprojw", {L, C, 4 * C}, tensor_role::matrix);
-  add("fcprojb", {L, C}, tensor_role::bias);
-  add("lnfw", {C}, tensor_role::norm);
-  add("lnfb", {C}, tensor_role::norm);
+  layout_builder b;
+  b.add("wte", {Vp, C}, tensor_role::embedding);
+  b.add("wpe", {maxT, C}, tensor_role::embedding);
+  b.add("ln1w", {L, C}, tensor_role::norm);
+  b.add("ln1b", {L, C}, tensor_role::norm);
+  b.add("qkvw", {L, 3 * C, C}, tensor_role::matrix, {C, C, C});  // q, k, v fused
+  b.add("qkvb", {L, 3 * C}, tensor_role::bias);
+  b.add("attprojw", {L, C, C}, tensor_role::matrix);
+  b.add("attprojb", {L, C}, tensor_role::bias);
+  b.add("ln2w", {L, C}, tensor_role::norm);
+  b.add("ln2b", {L, C}, tensor_role::norm);
+  b.add("fcw", {L, 4 * C, C}, tensor_role::matrix);
+  b.add("fcb", {L, 4 * C}, tensor_role::bias);
+  b.add("fcprojw", {L, C, 4 * C}, tensor_role::matrix);
+  b.add("fcprojb", {L, C}, tensor_role::bias);
+  b.add("lnfw", {C}, tensor_role::norm);
+  b.add("lnfb", {C}, tensor_role::norm);
   // One entry per gpt2_tensor, in the same order (the models index offsets with it).
   static_assert(std::size_t(gpt2_tensor::tensor_count) == 16);
-  return out;
+  return std::move(b).take();
 }
 
 /// GPT-2's gradient buckets in the order backward finishes them (core/step_protocol.hpp): the
@@ -172,35 +166,20 @@ inline std::vector<tensor_info> gpt2_parameter_layout(const gpt2_config& cfg) {
 /// encoder's backward). Both GPT-2 models publish bucket `gpt2_layer_bucket(cfg, l)` right after
 /// layer l's backward.
 inline std::vector<gradient_bucket> gpt2_gradient_buckets(const gpt2_config& cfg) {
-  const std::vector<tensor_info> layout = gpt2_parameter_layout(cfg);
-  auto whole = [&](gpt2_tensor t) {
-    const tensor_info& i = layout[std::size_t(t)];
-    return gradient_range{i.offset, i.numel()};
-  };
-  std::vector<gradient_bucket> out;
-  out.push_back({"lnf", {whole(gpt2_tensor::lnfw), whole(gpt2_tensor::lnfb)}});
-  for (int l = cfg.num_layers - 1; l >= 0; --l) {
-    gradient_bucket b{"layer " + std::to_string(l), {}};
-    for (std::size_t t = std::size_t(gpt2_tensor::ln1w); t <= std::size_t(gpt2_tensor::fcprojb);
-         ++t) {
-      const tensor_info& i = layout[t];
-      const std::size_t per_layer = i.numel() / std::size_t(cfg.num_layers);
-      b.ranges.push_back({i.offset + std::size_t(l) * per_layer, per_layer});
-    }
-    out.push_back(std::move(b));
-  }
-  out.push_back({"embeddings", {whole(gpt2_tensor::wte), whole(gpt2_tensor::wpe)}});
-  return out;
+  using enum gpt2_tensor;
+  auto i = [](gpt2_tensor t) { return std::size_t(t); };
+  return transformer_gradient_buckets(gpt2_parameter_layout(cfg), cfg.num_layers, "lnf",
+                                      {i(lnfw), i(lnfb)}, i(ln1w), i(fcprojb), {i(wte), i(wpe)});
 }
 
 /// Index into gpt2_gradient_buckets of layer l's bucket.
 inline std::size_t gpt2_layer_bucket(const gpt2_config& cfg, int l) noexcept {
-  return 1 + std::size_t(cfg.num_layers - 1 - l);
+  return transformer_layer_bucket(cfg.num_layers, l);
 }
 
 /// Index into gpt2_gradient_buckets of the embeddings' bucket (the last one published).
 inline std::size_t gpt2_embedding_bucket(const gpt2_config& cfg) noexcept {
-  return 1 + std::size_t(cfg.num_layers);
+  return transformer_embedding_bucket(cfg.num_layers);
 }
 
 }  // namespace trainkit::model

@@ -6,9 +6,9 @@
 // (bf16, one flat buffer each) do not depend on the batch; everything else — activations kept for
 // backward and scratch reused layer after layer — lives in one arena carved out of a single
 // cudaMalloc, each buffer aligned to 256 bytes (cudaMalloc's own alignment, what cuBLASLt's
-// heuristic assumes by default and more than the 16 bytes the vectorised kernels need).
-// The attention matrices (naive attention only) have rows padded to a multiple of 8
-// (attention.cuh's attention_ld).
+// heuristic assumes by default and more than the 16 bytes the vectorised kernels need): the
+// pieces every family shares are transformer/cuda_memory.hpp's. The attention matrices (naive
+// attention only) have rows padded to a multiple of 8 (attention.cuh's attention_ld).
 #pragma once
 
 #include <cstddef>
@@ -20,15 +20,9 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/cuda/layernorm_chunks.hpp"
 #include "trainkit/model/gpt2/config.hpp"
+#include "trainkit/model/transformer/cuda_memory.hpp"
 
 namespace trainkit::model {
-
-/// How the CUDA GPT-2 computes attention (docs/cuda.md): `naive` materialises the T×T scores
-/// (attention.cuh), `flash` runs trainkit's own tiled kernels (flash_attention.cuh, head sizes 64
-/// and 128), `cudnn` cuDNN's fused attention (cudnn_attention.hpp compiled into the program; needs
-/// trainkit::cudnn).
-/// flash and cudnn keep only the log-sum-exp per row: no T×T buffer in the arena.
-enum class gpt2_attention { naive, flash, cudnn };
 
 /// Run-time choices of the CUDA GPT-2.
 struct gpt2_cuda_options {
@@ -64,15 +58,9 @@ struct gpt2_cuda_options {
   friend bool operator==(const gpt2_cuda_options&, const gpt2_cuda_options&) = default;
 };
 
-/// One buffer of the arena: byte offset and size.
-struct arena_slot {
-  std::size_t offset = 0;
-  std::size_t bytes = 0;
-};
-
 /// The activation arena for one (B, T): every slot the model uses, and the totals.
 struct gpt2_cuda_arena_plan {
-  static constexpr std::size_t alignment = 256;
+  static constexpr std::size_t alignment = arena_builder::alignment;
 
   // Kept for backward (activations).
   // naive attention keeps q, k, v permuted in qkvr and P in att; flash and cudnn keep the QKV
@@ -123,12 +111,8 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   const std::size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
 
   gpt2_cuda_arena_plan p;
-  std::size_t at = 0;
-  auto take = [&](arena_slot& s, std::size_t bytes) {
-    s.offset = at;
-    s.bytes = bytes;
-    at += (bytes + p.alignment - 1) / p.alignment * p.alignment;
-  };
+  arena_builder arena;
+  auto take = [&](arena_slot& s, std::size_t bytes) { arena.take(s, bytes); };
   take(p.encoded, N * C * bf);
   take(p.ln1, ln_layers * N * C * bf);
   take(p.ln1_mean, L * N * f32);
@@ -148,8 +132,8 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.lnf_mean, N * f32);
   take(p.lnf_rstd, N * f32);
   take(p.logits, N * Vp * bf);
-  take(p.losses, (N + 4) * f32);  // + the bad-token flags, read back with the losses
-  p.activation_bytes = at;
+  take(p.losses, (N + 4) * f32);  // + 4: once the bad-token flags (now their own buffer)
+  p.activation_bytes = arena.size();
   take(p.qkv, N * 3 * C * bf);
   take(p.proj, N * C * bf);
   take(p.scores, att * f32);
@@ -166,40 +150,14 @@ inline gpt2_cuda_arena_plan plan_gpt2_cuda_arena(const gpt2_config& cfg, int B, 
   take(p.bias_grad, 4 * C * bf);
   take(p.buckets, (3 * N + 2) * 4);  // token_buckets::packed(): 1 + U + (U + 1) + N, U ≤ N
   take(p.attention_workspace, attention_workspace_bytes);
-  p.total_bytes = at;
-  p.scratch_bytes = at - p.activation_bytes;
+  p.total_bytes = arena.size();
+  p.scratch_bytes = p.total_bytes - p.activation_bytes;
   return p;
 }
 
-/// Device memory of a CUDA GPT-2 training run, by use.
-struct gpt2_cuda_memory_report {
-  std::size_t parameters = 0;   // bf16 weights
-  std::size_t gradients = 0;    // bf16 gradients
-  std::size_t optimizer = 0;    // adamw_cuda: fp32 master weights and both moments (12 B/param)
-  std::size_t activations = 0;  // kept from forward for backward
-  std::size_t workspace = 0;    // arena scratch (backward's temporaries, cuDNN's attention
-                                // workspace) + the cuBLASLt workspace
-
-  std::size_t total() const noexcept {
-    return parameters + gradients + optimizer + activations + workspace;
-  }
-
-  /// "parameters 237.4 MiB, gradients 237.4 MiB, optimizer …, activations …, workspace …,
-  /// total …".
-  std::string to_string() const {
-    auto mib = [](std::size_t b) {
-      const double m = double(b) / double(1 << 20);
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.1f MiB", m);
-      return std::string(buf);
-    };
-    return "parameters " + mib(parameters) + ", gradients " + mib(gradients) + ", optimizer " +
-           mib(optimizer) + ", activations " + mib(activations) + ", workspace " + mib(workspace) +
-           ", total " + mib(total());
-  }
-};
-
-inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = std::size_t(32) << 20;
+/// GPT-2's names for the shared report and workspace size (transformer/cuda_memory.hpp).
+using gpt2_cuda_memory_report = cuda_memory_report;
+inline constexpr std::size_t gpt2_cuda_cublas_workspace_bytes = cuda_cublas_workspace_bytes;
 
 /// What a CUDA GPT-2 of shape `cfg` trained with adamw_cuda uses for batches of (B, T), with
 /// `attention_workspace_bytes` of attention workspace (cuDNN: the model's figure, or
@@ -209,13 +167,7 @@ inline gpt2_cuda_memory_report gpt2_cuda_memory(const gpt2_config& cfg, int B, i
                                                 std::size_t attention_workspace_bytes = 0) {
   const gpt2_cuda_arena_plan p =
       plan_gpt2_cuda_arena(cfg, B, T, recompute, attention, attention_workspace_bytes);
-  gpt2_cuda_memory_report r;
-  r.parameters = cfg.num_parameters() * 2;
-  r.gradients = r.parameters;
-  r.optimizer = cfg.num_parameters() * 3 * 4;  // master, m, v in fp32
-  r.activations = p.activation_bytes;
-  r.workspace = p.scratch_bytes + gpt2_cuda_cublas_workspace_bytes;
-  return r;
+  return cuda_training_memory(cfg.num_parameters(), p.activation_bytes, p.scratch_bytes);
 }
 
 }  // namespace trainkit::model

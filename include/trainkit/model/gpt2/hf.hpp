@@ -10,46 +10,30 @@
 //   - HF's wte has the unpadded vocabulary V rows (trainkit pads to Vp; the padded rows are not
 //     tokens and are written nowhere; import sets them to zero);
 //   - lm_head is tied to wte and not stored (an untied lm_head is refused on import).
-// Export writes fp32 (bit-exact round trip) or bf16; import reads F32, BF16 or F16.
+// Export writes fp32 (bit-exact round trip) or bf16; import reads F32, BF16 or F16. The plumbing
+// (safetensors, config.json errors, tokenizer files) is every family's: transformer/hf_common.hpp.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
-#include <system_error>
+#include <string_view>
 #include <vector>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/io/safetensors_read.hpp"
-#include "trainkit/io/safetensors_write.hpp"
 #include "trainkit/model/gpt2/config.hpp"
 #include "trainkit/model/gpt2/cpu.hpp"
-#include "trainkit/tokenizer/vocab_files.hpp"
+#include "trainkit/model/transformer/hf_common.hpp"
 
 namespace trainkit::model {
 
-/// How to export a Hugging Face folder.
-struct hf_export_options {
-  io::safetensors_dtype dtype = io::safetensors_dtype::f32;  // F32 or BF16
-  /// Directory with encoder.json + vocab.bpe copied as vocab.json + merges.txt (SHA-256
-  /// checked); empty: no tokenizer files.
-  std::filesystem::path vocab_dir;
-  bool operator==(const hf_export_options&) const = default;
-};
-
-/// One parameter of the Hugging Face layout and where it lives in trainkit's flat buffer.
-struct hf_gpt2_tensor {
-  std::string name;                 // "transformer.h.3.attn.c_attn.weight"
-  std::vector<std::int64_t> shape;  // HF's shape
-  std::size_t offset = 0;           // of trainkit's (untransposed) block in the flat buffer
-  bool transposed = false;          // Conv1D: HF (rows, cols) is trainkit's (cols, rows)
-};
+/// An entry of GPT-2's Hugging Face map (transformer/hf_common.hpp).
+using hf_gpt2_tensor = hf_tensor;
 
 /// The Hugging Face tensors of a GPT-2 of shape `cfg`, in HF's order (wte, wpe, h.0 ..., ln_f).
 inline std::vector<hf_gpt2_tensor> hf_gpt2_layout(const gpt2_config& cfg) {
@@ -115,26 +99,6 @@ inline nlohmann::json hf_gpt2_config_json(const gpt2_config& cfg, io::safetensor
           {"torch_dtype", dtype == io::safetensors_dtype::bf16 ? "bfloat16" : "float32"}};
 }
 
-namespace detail {
-
-inline void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw io_error("'" + path.string() + "': cannot be written");
-}
-
-inline nlohmann::json read_json_file(const std::filesystem::path& path) {
-  const std::string text = tokenizer::read_text_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (number overflow)
-    throw format_error("'" + path.string() + "' is not valid JSON (" + e.what() + ")");
-  }
-}
-
-}  // namespace detail
-
 /// Writes a GPT2LMHeadModel folder for `params` (trainkit layout, shape `cfg`) into `dir`
 /// (created if missing). Throws config_error for a bad dtype or parameter count, io_error when a
 /// file cannot be written.
@@ -142,49 +106,10 @@ template <class Scalar>
 void write_hf_gpt2(const std::filesystem::path& dir, const gpt2_config& cfg,
                    std::span<const Scalar> params, const hf_export_options& options = {}) {
   cfg.validate();
-  if (params.size() != cfg.num_parameters())
-    throw config_error("write_hf_gpt2: " + std::to_string(params.size()) +
-                       " parameters given, shape " + cfg.to_string() + " has " +
-                       std::to_string(cfg.num_parameters()));
-  if (options.dtype == io::safetensors_dtype::f16)
-    throw config_error("write_hf_gpt2: dtype must be F32 or BF16");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw io_error("'" + dir.string() + "': cannot create the directory: " + ec.message());
-
-  std::vector<io::safetensors_entry> entries;
-  for (const hf_gpt2_tensor& t : hf_gpt2_layout(cfg)) {
-    const Scalar* base = params.data() + t.offset;
-    const std::size_t cols = std::size_t(t.shape.back());
-    const std::size_t rows = t.shape.size() == 2 ? std::size_t(t.shape[0]) : 1;
-    if (!t.transposed) {
-      entries.push_back(
-          {t.name, options.dtype, t.shape, [base](std::size_t first, std::span<float> out) {
-             for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(base[first + i]);
-           }});
-    } else {
-      // HF element (r, c) of (rows=in, cols=out) is trainkit's (c, r) of (out, in).
-      entries.push_back({t.name, options.dtype, t.shape,
-                         [base, rows, cols](std::size_t first, std::span<float> out) {
-                           for (std::size_t i = 0; i < out.size(); ++i) {
-                             const std::size_t r = (first + i) / cols, c = (first + i) % cols;
-                             out[i] = float(base[c * rows + r]);
-                           }
-                         }});
-    }
-  }
-  io::write_safetensors(dir / "model.safetensors", entries, {{"format", "pt"}});
+  detail::prepare_hf_export(dir, cfg, params.size(), options.dtype, "write_hf_gpt2");
+  write_hf_tensors<Scalar>(dir, hf_gpt2_layout(cfg), params, options.dtype);
   detail::write_text(dir / "config.json", hf_gpt2_config_json(cfg, options.dtype).dump(2) + "\n");
-  if (!options.vocab_dir.empty()) {
-    const tokenizer::vocab_files v = tokenizer::read_vocab_files(options.vocab_dir);
-    detail::write_text(dir / "vocab.json", v.encoder_json);
-    detail::write_text(dir / "merges.txt", v.vocab_bpe);
-    const nlohmann::json tc = {
-        {"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", cfg.max_seq_len},
-        {"bos_token", "<|endoftext|>"},       {"eos_token", "<|endoftext|>"},
-        {"unk_token", "<|endoftext|>"},       {"add_prefix_space", false}};
-    detail::write_text(dir / "tokenizer_config.json", tc.dump(2) + "\n");
-  }
+  if (!options.vocab_dir.empty()) write_hf_gpt2_tokenizer(dir, options.vocab_dir, cfg.max_seq_len);
 }
 
 /// The trainkit shape of the GPT-2 in `dir`/config.json: V from vocab_size, Vp = V rounded up to
@@ -192,23 +117,13 @@ void write_hf_gpt2(const std::filesystem::path& dir, const gpt2_config& cfg,
 /// trainkit's GPT-2 does not compute the same way (activation, epsilon, inner width, untied
 /// embeddings, scaled or reordered attention).
 inline gpt2_config read_hf_gpt2_config(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / "config.json";
-  const nlohmann::json j = detail::read_json_file(path);
-  const std::string where = "'" + path.string() + "'";
-  auto need_int = [&](const char* field) {
-    if (!j.contains(field) || !j[field].is_number_integer())
-      throw format_error(where + ": needs integer field \"" + field + "\"");
-    return j[field].get<int>();
-  };
+  const detail::hf_config_reader r(dir, "GPT-2");
+  const nlohmann::json& j = r.json();
+  r.require_model_type("gpt2");
+  auto need_int = [&](const char* field) { return r.need_int(field); };
   auto refuse_unless = [&](bool ok, const char* field, const std::string& want) {
-    if (!ok)
-      throw format_error(where + ": \"" + field + "\" is " + j[field].dump() +
-                         "; trainkit's GPT-2 computes " + want);
+    r.refuse_unless(ok, field, want);
   };
-  if (j.value("model_type", std::string()) != "gpt2")
-    throw format_error(where + ": model_type is " +
-                       (j.contains("model_type") ? j["model_type"].dump() : "missing") +
-                       ", not \"gpt2\"");
   gpt2_config cfg;
   cfg.vocab_size = need_int("vocab_size");
   cfg.max_seq_len = need_int("n_positions");
@@ -240,12 +155,7 @@ inline gpt2_config read_hf_gpt2_config(const std::filesystem::path& dir) {
   if (j.contains("reorder_and_upcast_attn"))
     refuse_unless(j["reorder_and_upcast_attn"] == false, "reorder_and_upcast_attn",
                   "attention in the model's precision");
-  try {
-    cfg.validate();
-  } catch (const config_error& e) {
-    throw format_error(where + " gives an impossible shape: " + e.what());
-  }
-  return cfg;
+  return r.validated(cfg);
 }
 
 /// Reads `dir`/model.safetensors into `params` (trainkit layout of shape `cfg`, as
@@ -256,47 +166,15 @@ inline gpt2_config read_hf_gpt2_config(const std::filesystem::path& dir) {
 template <class Scalar>
 void read_hf_gpt2_parameters(const std::filesystem::path& dir, const gpt2_config& cfg,
                              std::span<Scalar> params) {
-  if (params.size() != cfg.num_parameters())
-    throw config_error("read_hf_gpt2_parameters: destination holds " +
-                       std::to_string(params.size()) + " parameters, shape " + cfg.to_string() +
-                       " has " + std::to_string(cfg.num_parameters()));
-  const std::filesystem::path path = dir / "model.safetensors";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) &&
-      std::filesystem::exists(dir / "model.safetensors.index.json", ec))
-    throw format_error("'" + dir.string() +
-                       "' holds a sharded checkpoint (model.safetensors.index.json); trainkit "
-                       "reads a single model.safetensors");
-  io::safetensors_file file(path);
-  const std::string where = "safetensors file '" + path.string() + "'";
+  detail::check_hf_import_size(cfg, params.size(), "read_hf_gpt2_parameters");
+  io::safetensors_file file = open_hf_safetensors(dir);
+  const std::string where = hf_safetensors_name(dir);
   auto find = [&](const std::string& name) -> const io::safetensors_tensor* {
     if (auto* t = file.find(name)) return t;
     return file.find(name.substr(std::string("transformer.").size()));
   };
   const auto layout = hf_gpt2_layout(cfg);
-  std::vector<float> buf;
-  std::fill(params.begin(), params.end(), Scalar(0));  // wte's padded rows stay zero
-  for (const hf_gpt2_tensor& t : layout) {
-    const io::safetensors_tensor* s = find(t.name);
-    if (s == nullptr) throw format_error(where + " has no tensor '" + t.name + "'");
-    if (s->shape != t.shape) {
-      std::string want, got;
-      for (auto d : t.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-      for (auto d : s->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      throw format_error(where + ": tensor '" + s->name + "' has shape (" + got +
-                         "), config.json's " + "shape needs (" + want + ")");
-    }
-    buf.resize(s->numel());
-    file.read(*s, buf);
-    Scalar* base = params.data() + t.offset;
-    if (!t.transposed) {
-      for (std::size_t i = 0; i < buf.size(); ++i) base[i] = Scalar(buf[i]);
-    } else {
-      const std::size_t rows = std::size_t(t.shape[0]), cols = std::size_t(t.shape[1]);
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) base[c * rows + r] = Scalar(buf[r * cols + c]);
-    }
-  }
+  read_hf_tensors(file, where, std::span<const hf_tensor>(layout), params, find);
   for (const io::safetensors_tensor& s : file.tensors()) {
     const std::string& n = s.name;
     auto ends_with = [&](std::string_view suffix) {
@@ -305,12 +183,9 @@ void read_hf_gpt2_parameters(const std::filesystem::path& dir, const gpt2_config
     };
     if (ends_with(".attn.bias") || ends_with(".attn.masked_bias")) continue;  // mask buffers
     if (n == "lm_head.weight") {
-      const std::vector<float> head = file.read(n);
       const std::size_t wte = gpt2_parameter_layout(cfg)[std::size_t(gpt2_tensor::wte)].offset;
-      const std::size_t wte_elems = std::size_t(cfg.vocab_size) * std::size_t(cfg.channels);
-      bool tied = head.size() == wte_elems;
-      for (std::size_t i = 0; tied && i < wte_elems; ++i) tied = float(params[wte + i]) == head[i];
-      if (!tied)
+      if (!hf_head_matches(file, std::span<const Scalar>(params), wte,
+                           std::size_t(cfg.vocab_size) * std::size_t(cfg.channels)))
         throw format_error(where + ": lm_head.weight differs from wte; trainkit's GPT-2 ties them");
       continue;
     }
@@ -332,9 +207,8 @@ void save_hf_gpt2(const std::filesystem::path& dir, const basic_gpt2_cpu<Scalar>
 /// A CPU model with the shape and weights of the Hugging Face GPT-2 folder `dir`.
 template <class Scalar = float>
 basic_gpt2_cpu<Scalar> load_hf_gpt2_cpu(const std::filesystem::path& dir) {
-  basic_gpt2_cpu<Scalar> model(read_hf_gpt2_config(dir), zero_parameters);
-  read_hf_gpt2_parameters(dir, model.config(), model.parameters());
-  return model;
+  return load_hf_model<basic_gpt2_cpu<Scalar>>(dir, read_hf_gpt2_config,
+                                               read_hf_gpt2_parameters<Scalar>);
 }
 
 }  // namespace trainkit::model

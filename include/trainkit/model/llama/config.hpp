@@ -30,8 +30,9 @@
 #include <vector>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/core/tensor.hpp"
 #include "trainkit/core/step_protocol.hpp"
+#include "trainkit/core/tensor.hpp"
+#include "trainkit/model/transformer/layout.hpp"
 
 namespace trainkit::model {
 
@@ -201,29 +202,22 @@ enum class llama_tensor : std::size_t {
 inline std::vector<tensor_info> llama_parameter_layout(const llama_config& cfg) {
   const std::int64_t Vp = cfg.padded_vocab_size, L = cfg.num_layers, C = cfg.channels,
                      F = cfg.hidden_size, hs = cfg.head_size();
-  std::vector<tensor_info> out;
-  std::size_t offset = 0;
-  auto add = [&](const char* name, std::vector<std::int64_t> shape, tensor_role role,
-                 std::vector<std::int64_t> row_parts = {}) {
-    tensor_info t{name, std::move(shape), offset, role, std::move(row_parts)};
-    offset += t.numel();
-    out.push_back(std::move(t));
-  };
-  add("wte", {Vp, C}, tensor_role::embedding);
-  add("ln1w", {L, C}, tensor_role::norm);
-  add("qkvw", {L, cfg.qkv_rows(), C}, tensor_role::matrix,
-      {cfg.num_heads * hs, cfg.num_kv_heads * hs, cfg.num_kv_heads * hs});  // q, k, v fused
-  add("attprojw", {L, C, C}, tensor_role::matrix);
-  add("ln2w", {L, C}, tensor_role::norm);
+  layout_builder b;
+  b.add("wte", {Vp, C}, tensor_role::embedding);
+  b.add("ln1w", {L, C}, tensor_role::norm);
+  b.add("qkvw", {L, cfg.qkv_rows(), C}, tensor_role::matrix,
+        {cfg.num_heads * hs, cfg.num_kv_heads * hs, cfg.num_kv_heads * hs});  // q, k, v fused
+  b.add("attprojw", {L, C, C}, tensor_role::matrix);
+  b.add("ln2w", {L, C}, tensor_role::norm);
   if (cfg.mlp == llama_mlp::swiglu)
-    add("fcw", {L, 2 * F, C}, tensor_role::matrix, {F, F});  // gate, up fused
+    b.add("fcw", {L, 2 * F, C}, tensor_role::matrix, {F, F});  // gate, up fused
   else
-    add("fcw", {L, F, C}, tensor_role::matrix);
-  add("fcprojw", {L, C, F}, tensor_role::matrix);
-  add("lnfw", {C}, tensor_role::norm);
-  if (!cfg.tied_embeddings) add("lm_head", {Vp, C}, tensor_role::head);
+    b.add("fcw", {L, F, C}, tensor_role::matrix);
+  b.add("fcprojw", {L, C, F}, tensor_role::matrix);
+  b.add("lnfw", {C}, tensor_role::norm);
+  if (!cfg.tied_embeddings) b.add("lm_head", {Vp, C}, tensor_role::head);
   static_assert(std::size_t(llama_tensor::tensor_count) == 9);
-  return out;
+  return std::move(b).take();
 }
 
 /// The Llama gradient buckets in the order backward finishes them: "head" (the final RMSNorm and,
@@ -231,37 +225,22 @@ inline std::vector<tensor_info> llama_parameter_layout(const llama_config& cfg) 
 /// layer 0 (one range in each of the 6 per-layer tensors), then "embeddings" (wte; tied, it also
 /// holds the head's gradient).
 inline std::vector<gradient_bucket> llama_gradient_buckets(const llama_config& cfg) {
-  const std::vector<tensor_info> layout = llama_parameter_layout(cfg);
-  auto whole = [&](llama_tensor t) {
-    const tensor_info& i = layout[std::size_t(t)];
-    return gradient_range{i.offset, i.numel()};
-  };
-  std::vector<gradient_bucket> out;
-  gradient_bucket head{"head", {whole(llama_tensor::lnfw)}};
-  if (!cfg.tied_embeddings) head.ranges.push_back(whole(llama_tensor::lm_head));
-  out.push_back(std::move(head));
-  for (int l = cfg.num_layers - 1; l >= 0; --l) {
-    gradient_bucket b{"layer " + std::to_string(l), {}};
-    for (std::size_t t = std::size_t(llama_tensor::ln1w); t <= std::size_t(llama_tensor::fcprojw);
-         ++t) {
-      const tensor_info& i = layout[t];
-      const std::size_t per_layer = i.numel() / std::size_t(cfg.num_layers);
-      b.ranges.push_back({i.offset + std::size_t(l) * per_layer, per_layer});
-    }
-    out.push_back(std::move(b));
-  }
-  out.push_back({"embeddings", {whole(llama_tensor::wte)}});
-  return out;
+  using enum llama_tensor;
+  auto i = [](llama_tensor t) { return std::size_t(t); };
+  std::vector<std::size_t> head{i(lnfw)};
+  if (!cfg.tied_embeddings) head.push_back(i(lm_head));
+  return transformer_gradient_buckets(llama_parameter_layout(cfg), cfg.num_layers, "head", head,
+                                      i(ln1w), i(fcprojw), {i(wte)});
 }
 
 /// Index into llama_gradient_buckets of layer l's bucket.
 inline std::size_t llama_layer_bucket(const llama_config& cfg, int l) noexcept {
-  return 1 + std::size_t(cfg.num_layers - 1 - l);
+  return transformer_layer_bucket(cfg.num_layers, l);
 }
 
 /// Index into llama_gradient_buckets of the embeddings' bucket (the last one published).
 inline std::size_t llama_embedding_bucket(const llama_config& cfg) noexcept {
-  return 1 + std::size_t(cfg.num_layers);
+  return transformer_embedding_bucket(cfg.num_layers);
 }
 
 }  // namespace trainkit::model

@@ -2,7 +2,8 @@
 // (llama/cuda.hpp) sits in its activation arena, and how much device memory a run needs.
 //
 // Host-only arithmetic (no CUDA headers), checked without a GPU (test_model_llama_cuda_memory), as
-// gpt2/cuda_memory.hpp is for GPT-2, whose arena_slot, alignment and memory report it reuses.
+// gpt2/cuda_memory.hpp is for GPT-2; the arena slots, their alignment and the memory report are
+// every family's (transformer/cuda_memory.hpp).
 // Kept for backward, per layer, what llama_cpu keeps except the attention probabilities: the
 // RMSNorm outputs and their rstd, the QKV GEMM's output after QK-norm and RoPE (attention reads it
 // in place and its backward needs nothing else), the QK-norm rstd, the attention output and its
@@ -14,15 +15,15 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
-#include "trainkit/model/gpt2/cuda_memory.hpp"
 #include "trainkit/model/llama/config.hpp"
+#include "trainkit/model/transformer/cuda_memory.hpp"
 
 namespace trainkit::model {
 
 /// The activation arena of llama_cuda for one (B, T). N = B·T, D = (H + 2·KV)·hs, R = fc rows
 /// (2F SwiGLU, F ReLU²).
 struct llama_cuda_arena_plan {
-  static constexpr std::size_t alignment = gpt2_cuda_arena_plan::alignment;
+  static constexpr std::size_t alignment = arena_builder::alignment;
 
   // Kept for backward (activations).
   arena_slot encoded,  // (N, C) token embeddings
@@ -36,7 +37,8 @@ struct llama_cuda_arena_plan {
       res3,            // (L, N, C) residual after the MLP
       lnf, lnf_rstd,   // (N, C), (N) fp32
       logits,          // (N, Vp), dlogits in place
-      losses;          // (N + 4) fp32: losses, then the bad-token flags
+      losses;          // (N + 4) fp32: the losses (the 4 after them unused: llama_cuda keeps its
+                       // bad-token flags in their own buffer, which a growing arena cannot lose)
   // Scratch.
   arena_slot proj,          // (N, C) projection outputs before the fused residual add
       dres, dln, datty,     // (N, C) each
@@ -53,8 +55,8 @@ struct llama_cuda_arena_plan {
 };
 
 /// fp32 scratch of rmsnorm_backward for N rows of width C: one C-vector per 32-row chunk
-/// (model/cuda/rmsnorm.cuh's rmsnorm_partial_floats, restated here for the host; the model
-/// static_asserts they agree).
+/// (model/cuda/rmsnorm.cuh's rmsnorm_partial_floats, restated here for the host, where no CUDA
+/// header is included; tests/cuda/test_llama_kernels.cu checks that they agree).
 inline std::size_t llama_rmsnorm_partial_floats(std::size_t N, int C) {
   return (N + 31) / 32 * std::size_t(C);
 }
@@ -78,12 +80,8 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   const std::size_t bf = 2, f32 = 4;
 
   llama_cuda_arena_plan p;
-  std::size_t at = 0;
-  auto take = [&](arena_slot& s, std::size_t bytes) {
-    s.offset = at;
-    s.bytes = bytes;
-    at += (bytes + p.alignment - 1) / p.alignment * p.alignment;
-  };
+  arena_builder arena;
+  auto take = [&](arena_slot& s, std::size_t bytes) { arena.take(s, bytes); };
   take(p.encoded, N * C * bf);
   take(p.ln1, L * N * C * bf);
   take(p.ln1_rstd, L * N * f32);
@@ -101,7 +99,7 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   take(p.lnf_rstd, N * f32);
   take(p.logits, N * Vp * bf);
   take(p.losses, (N + 4) * f32);
-  p.activation_bytes = at;
+  p.activation_bytes = arena.size();
   take(p.proj, N * C * bf);
   take(p.dres, N * C * bf);
   take(p.dln, N * C * bf);
@@ -114,8 +112,8 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   take(p.dq_accum, flash ? N * C * f32 : 0);
   take(p.buckets, (3 * N + 2) * 4);
   take(p.attention_workspace, attention_workspace_bytes);
-  p.total_bytes = at;
-  p.scratch_bytes = at - p.activation_bytes;
+  p.total_bytes = arena.size();
+  p.scratch_bytes = p.total_bytes - p.activation_bytes;
   return p;
 }
 
@@ -155,17 +153,11 @@ inline llama_cuda_layer_slots llama_cuda_layer(const llama_cuda_arena_plan& p,
 /// What a CUDA Llama of shape `cfg` trained with adamw_cuda uses for batches of (B, T): the same
 /// report as GPT-2's (bf16 weights and gradients, 12 B/parameter of optimizer state, the arena,
 /// the cuBLASLt workspace).
-inline gpt2_cuda_memory_report llama_cuda_memory(const llama_config& cfg, int B, int T, bool flash,
-                                                 std::size_t attention_workspace_bytes = 0) {
+inline cuda_memory_report llama_cuda_memory(const llama_config& cfg, int B, int T, bool flash,
+                                            std::size_t attention_workspace_bytes = 0) {
   const llama_cuda_arena_plan p =
       plan_llama_cuda_arena(cfg, B, T, flash, attention_workspace_bytes);
-  gpt2_cuda_memory_report r;
-  r.parameters = cfg.num_parameters() * 2;
-  r.gradients = r.parameters;
-  r.optimizer = cfg.num_parameters() * 3 * 4;
-  r.activations = p.activation_bytes;
-  r.workspace = p.scratch_bytes + gpt2_cuda_cublas_workspace_bytes;
-  return r;
+  return cuda_training_memory(cfg.num_parameters(), p.activation_bytes, p.scratch_bytes);
 }
 
 }  // namespace trainkit::model

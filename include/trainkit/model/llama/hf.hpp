@@ -14,43 +14,29 @@
 // config_error naming the llama_config field; a config.json trainkit does not compute the same way
 // (another activation, biases, RoPE scaling, a head_dim other than hidden/heads) is refused at
 // import with a format_error naming the file and field. Export writes F32 (bit-exact round trip)
-// or BF16; import reads F32, BF16 or F16.
+// or BF16; import reads F32, BF16 or F16. The plumbing is every family's:
+// transformer/hf_common.hpp.
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
-#include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "trainkit/core/error.hpp"
 #include "trainkit/io/safetensors_read.hpp"
-#include "trainkit/io/safetensors_write.hpp"
-#include "trainkit/model/gpt2/hf.hpp"  // hf_export_options, detail::write_text, read_json_file
 #include "trainkit/model/llama/config.hpp"
 #include "trainkit/model/llama/cpu.hpp"
-#include "trainkit/tokenizer/vocab_files.hpp"
+#include "trainkit/model/transformer/hf_common.hpp"
 
 namespace trainkit::model {
 
-/// One parameter of the Hugging Face layout: a contiguous block of trainkit's flat buffer.
-struct hf_llama_tensor {
-  std::string name;                 // "model.layers.3.self_attn.k_proj.weight"
-  std::vector<std::int64_t> shape;  // HF's shape (rows, cols) or (n)
-  std::size_t offset = 0;           // of the block in trainkit's flat buffer
-
-  std::size_t numel() const noexcept {
-    std::size_t n = 1;
-    for (auto d : shape) n *= std::size_t(d);
-    return n;
-  }
-};
+/// An entry of the Llama's Hugging Face map (transformer/hf_common.hpp): never transposed.
+using hf_llama_tensor = hf_tensor;
 
 /// The Hugging Face tensors of a Llama of shape `cfg`, in HF's order; lm_head only when untied.
 inline std::vector<hf_llama_tensor> hf_llama_layout(const llama_config& cfg) {
@@ -140,36 +126,11 @@ template <class Scalar>
 void write_hf_llama(const std::filesystem::path& dir, const llama_config& cfg,
                     std::span<const Scalar> params, const hf_export_options& options = {}) {
   check_hf_llama_exportable(cfg);
-  if (params.size() != cfg.num_parameters())
-    throw config_error("write_hf_llama: " + std::to_string(params.size()) +
-                       " parameters given, shape " + cfg.to_string() + " has " +
-                       std::to_string(cfg.num_parameters()));
-  if (options.dtype == io::safetensors_dtype::f16)
-    throw config_error("write_hf_llama: dtype must be F32 or BF16");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw io_error("'" + dir.string() + "': cannot create the directory: " + ec.message());
-
-  std::vector<io::safetensors_entry> entries;
-  for (const hf_llama_tensor& t : hf_llama_layout(cfg)) {
-    const Scalar* base = params.data() + t.offset;
-    entries.push_back(
-        {t.name, options.dtype, t.shape, [base](std::size_t first, std::span<float> out) {
-           for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(base[first + i]);
-         }});
-  }
-  io::write_safetensors(dir / "model.safetensors", entries, {{"format", "pt"}});
+  detail::prepare_hf_export(dir, cfg, params.size(), options.dtype, "write_hf_llama");
+  write_hf_tensors<Scalar>(dir, hf_llama_layout(cfg), params, options.dtype);
   detail::write_text(dir / "config.json", hf_llama_config_json(cfg, options.dtype).dump(2) + "\n");
-  if (!options.vocab_dir.empty()) {  // GPT-2's tokenizer, as gpt2/hf.hpp writes it
-    const tokenizer::vocab_files v = tokenizer::read_vocab_files(options.vocab_dir);
-    detail::write_text(dir / "vocab.json", v.encoder_json);
-    detail::write_text(dir / "merges.txt", v.vocab_bpe);
-    const nlohmann::json tc = {
-        {"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", cfg.max_seq_len},
-        {"bos_token", "<|endoftext|>"},       {"eos_token", "<|endoftext|>"},
-        {"unk_token", "<|endoftext|>"},       {"add_prefix_space", false}};
-    detail::write_text(dir / "tokenizer_config.json", tc.dump(2) + "\n");
-  }
+  if (!options.vocab_dir.empty())  // GPT-2's tokenizer, trainkit's only one
+    write_hf_gpt2_tokenizer(dir, options.vocab_dir, cfg.max_seq_len);
 }
 
 /// The trainkit shape of the Llama in `dir`/config.json: Vp = V rounded up to a multiple of 128,
@@ -177,27 +138,14 @@ void write_hf_llama(const std::filesystem::path& dir, const llama_config& cfg,
 /// default 10000. format_error naming the file and field for anything trainkit's Llama does not
 /// compute the same way.
 inline llama_config read_hf_llama_config(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / "config.json";
-  const nlohmann::json j = detail::read_json_file(path);
-  const std::string where = "'" + path.string() + "'";
-  auto need_int = [&](const char* field) {
-    if (!j.contains(field) || !j[field].is_number_integer())
-      throw format_error(where + ": needs integer field \"" + field + "\"");
-    return j[field].get<int>();
-  };
+  const detail::hf_config_reader r(dir, "Llama");
+  const nlohmann::json& j = r.json();
+  r.require_model_type("llama");
+  auto need_int = [&](const char* field) { return r.need_int(field); };
   auto refuse_unless = [&](bool ok, const char* field, const std::string& want) {
-    if (!ok)
-      throw format_error(where + ": \"" + field + "\" is " + j[field].dump() +
-                         "; trainkit's Llama computes " + want);
+    r.refuse_unless(ok, field, want);
   };
-  auto number = [&](const nlohmann::json& v, const char* field) {
-    if (!v.is_number()) throw format_error(where + ": \"" + field + "\" is not a number");
-    return v.get<double>();
-  };
-  if (j.value("model_type", std::string()) != "llama")
-    throw format_error(where + ": model_type is " +
-                       (j.contains("model_type") ? j["model_type"].dump() : "missing") +
-                       ", not \"llama\"");
+  auto number = [&](const nlohmann::json& v, const char* field) { return r.number(v, field); };
   llama_config cfg;
   cfg.vocab_size = need_int("vocab_size");
   cfg.channels = need_int("hidden_size");
@@ -235,12 +183,7 @@ inline llama_config read_hf_llama_config(const std::filesystem::path& dir) {
     refuse_unless(cfg.num_heads > 0 && j["head_dim"].is_number_integer() &&
                       j["head_dim"].get<int>() * cfg.num_heads == cfg.channels,
                   "head_dim", "head_dim = hidden_size / num_attention_heads");
-  try {
-    cfg.validate();
-  } catch (const config_error& e) {
-    throw format_error(where + " gives an impossible shape: " + e.what());
-  }
-  return cfg;
+  return r.validated(cfg);
 }
 
 /// Reads `dir`/model.safetensors into `params` (trainkit layout of shape `cfg`, as
@@ -250,37 +193,12 @@ inline llama_config read_hf_llama_config(const std::filesystem::path& dir) {
 template <class Scalar>
 void read_hf_llama_parameters(const std::filesystem::path& dir, const llama_config& cfg,
                               std::span<Scalar> params) {
-  if (params.size() != cfg.num_parameters())
-    throw config_error("read_hf_llama_parameters: destination holds " +
-                       std::to_string(params.size()) + " parameters, shape " + cfg.to_string() +
-                       " has " + std::to_string(cfg.num_parameters()));
-  const std::filesystem::path path = dir / "model.safetensors";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) &&
-      std::filesystem::exists(dir / "model.safetensors.index.json", ec))
-    throw format_error("'" + dir.string() +
-                       "' holds a sharded checkpoint (model.safetensors.index.json); trainkit "
-                       "reads a single model.safetensors");
-  io::safetensors_file file(path);
-  const std::string where = "safetensors file '" + path.string() + "'";
+  detail::check_hf_import_size(cfg, params.size(), "read_hf_llama_parameters");
+  io::safetensors_file file = open_hf_safetensors(dir);
+  const std::string where = hf_safetensors_name(dir);
   const auto layout = hf_llama_layout(cfg);
-  std::vector<float> buf;
-  std::fill(params.begin(), params.end(), Scalar(0));  // padded rows stay zero
-  for (const hf_llama_tensor& t : layout) {
-    const io::safetensors_tensor* s = file.find(t.name);
-    if (s == nullptr) throw format_error(where + " has no tensor '" + t.name + "'");
-    if (s->shape != t.shape) {
-      std::string want, got;
-      for (auto d : t.shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-      for (auto d : s->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      throw format_error(where + ": tensor '" + s->name + "' has shape (" + got +
-                         "), config.json's shape needs (" + want + ")");
-    }
-    buf.resize(s->numel());
-    file.read(*s, buf);
-    std::transform(buf.begin(), buf.end(), params.begin() + std::ptrdiff_t(t.offset),
-                   [](float x) { return Scalar(x); });
-  }
+  read_hf_tensors(file, where, std::span<const hf_tensor>(layout), params,
+                  [&](const std::string& name) { return file.find(name); });
   for (const io::safetensors_tensor& s : file.tensors()) {
     const std::string& n = s.name;
     if (n.size() >= 8 && n.compare(n.size() - 8, 8, "inv_freq") == 0) continue;  // RoPE buffers
@@ -288,11 +206,8 @@ void read_hf_llama_parameters(const std::filesystem::path& dir, const llama_conf
                     [&](const hf_llama_tensor& t) { return t.name == n; }))
       continue;
     if (n == "lm_head.weight" && cfg.tied_embeddings) {
-      const std::vector<float> head = file.read(n);
-      const std::size_t wte_elems = std::size_t(cfg.vocab_size) * std::size_t(cfg.channels);
-      bool tied = head.size() == wte_elems;  // wte is at offset 0
-      for (std::size_t i = 0; tied && i < wte_elems; ++i) tied = float(params[i]) == head[i];
-      if (!tied)
+      if (!hf_head_matches(file, std::span<const Scalar>(params), /*wte at*/ 0,
+                           std::size_t(cfg.vocab_size) * std::size_t(cfg.channels)))
         throw format_error(where +
                            ": lm_head.weight differs from embed_tokens, but config.json "
                            "says tie_word_embeddings");
@@ -303,19 +218,18 @@ void read_hf_llama_parameters(const std::filesystem::path& dir, const llama_conf
   }
 }
 
+/// A CPU model with the shape and weights of the Hugging Face Llama folder `dir`.
+template <class Scalar = float>
+basic_llama_cpu<Scalar> load_hf_llama_cpu(const std::filesystem::path& dir) {
+  return load_hf_model<basic_llama_cpu<Scalar>>(dir, read_hf_llama_config,
+                                                read_hf_llama_parameters<Scalar>);
+}
+
 /// Exports `model` as a Hugging Face folder (throws as write_hf_llama).
 template <class Scalar>
 void save_hf_llama(const std::filesystem::path& dir, const basic_llama_cpu<Scalar>& model,
                    const hf_export_options& options = {}) {
   write_hf_llama(dir, model.config(), model.parameters(), options);
-}
-
-/// A CPU model with the shape and weights of the Hugging Face Llama folder `dir`.
-template <class Scalar = float>
-basic_llama_cpu<Scalar> load_hf_llama_cpu(const std::filesystem::path& dir) {
-  basic_llama_cpu<Scalar> model(read_hf_llama_config(dir), zero_parameters);
-  read_hf_llama_parameters(dir, model.config(), model.parameters());
-  return model;
 }
 
 }  // namespace trainkit::model

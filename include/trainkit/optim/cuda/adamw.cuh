@@ -1,5 +1,5 @@
 // trainkit/optim/cuda/adamw.cuh — the kernels behind adamw_cuda: fp32 master weights from bf16
-// parameters, the global gradient norm, the clipping factor, and one fused AdamW update.
+// parameters and one fused AdamW update.
 //
 // The update is the per-element formula of adamw_cpu.hpp (its CPU reference), written in the same
 // operation order with explicitly rounded multiplies and adds (__fmul_rn/__fadd_rn) so that nvcc
@@ -10,17 +10,14 @@
 // block works on one chunk of one segment, found by a binary search over at most `max_segments`
 // chunk offsets passed by value, so no per-element table exists.
 //
-// The norm is a CUB TransformReduce of squares in double (run-to-run deterministic on one GPU,
-// CUB's documentation); a one-thread kernel turns it into the clipping factor on the device, and
-// the update kernel reads that factor from device memory, so nothing waits for the host between
-// the reduction and the update. Not for users: optim/adamw_cuda.hpp is the interface.
+// The update reads the clipping factor from device memory, where the clipping step
+// (optim/device_grad_clip.hpp, kernels in optim/cuda/grad_clip.cuh) wrote it on the same stream,
+// so nothing waits for the host between the norm and the update. Not for users:
+// optim/adamw_cuda.hpp is the interface.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-
-#include <cub/device/device_reduce.cuh>
-#include <cuda/std/functional>
 
 #include <cstddef>
 #include <cstdint>
@@ -86,49 +83,6 @@ inline void bf16_to_float(float* out, const bf16_t* in, std::size_t n, cudaStrea
   TRAINKIT_CUDA_CHECK_LAUNCH("bf16_to_float_kernel");
 }
 
-// ---- global norm and clipping factor ---------------------------------------------------------
-
-/// x ↦ x² in double (the transform of the norm's reduction).
-struct square_bf16_to_double {
-  __host__ __device__ double operator()(const bf16_t& x) const {
-    const double d = double(__bfloat162float(x));
-    return d * d;
-  }
-};
-
-/// Bytes of temporary storage `sum_of_squares` needs for n elements.
-inline std::size_t sum_of_squares_temp_bytes(std::size_t n) {
-  std::size_t bytes = 0;
-  TRAINKIT_CUDA_CHECK(cub::DeviceReduce::TransformReduce(
-      nullptr, bytes, static_cast<const bf16_t*>(nullptr), static_cast<double*>(nullptr), n,
-      ::cuda::std::plus<double>{}, square_bf16_to_double{}, 0.0, nullptr));
-  return bytes;
-}
-
-/// *out = Σ g[i]² in double, on `s`.
-inline void sum_of_squares(double* out, const bf16_t* g, std::size_t n, void* temp,
-                           std::size_t temp_bytes, cudaStream_t s) {
-  TRAINKIT_CUDA_CHECK(cub::DeviceReduce::TransformReduce(
-      temp, temp_bytes, g, out, n, ::cuda::std::plus<double>{}, square_bf16_to_double{}, 0.0, s));
-}
-
-/// norm_and_scale[0] = ‖g‖ (float), [1] = clipping factor — optim/grad_clip.hpp's clip_factor,
-/// computed in double from the double sum exactly as adamw_cpu does.
-template <class = void>
-__global__ void clip_factor_kernel(float* norm_and_scale, const double* sum_sq, double max_norm) {
-  const double norm = sqrt(*sum_sq);
-  double factor = 1.0;
-  if (max_norm > 0.0 && isfinite(norm) && norm > max_norm) factor = max_norm / norm;
-  norm_and_scale[0] = float(norm);
-  norm_and_scale[1] = float(factor);
-}
-
-inline void clip_factor(float* norm_and_scale, const double* sum_sq, double max_norm,
-                        cudaStream_t s) {
-  clip_factor_kernel<><<<1, 1, 0, s>>>(norm_and_scale, sum_sq, max_norm);
-  TRAINKIT_CUDA_CHECK_LAUNCH("clip_factor_kernel");
-}
-
 // ---- the fused update ------------------------------------------------------------------------
 
 /// A 32-bit hash of (seed, step, index) for stochastic rounding (SplitMix64's finaliser).
@@ -150,7 +104,7 @@ __device__ inline bf16_t to_bf16(float x, bool stochastic, std::uint32_t bits) {
 
 /// One AdamW step over every parameter. Block b works on chunk b: the segment holding it comes
 /// from a binary search over `table.seg[].first_chunk`. `scale` is the device-side clipping
-/// factor from clip_factor_kernel.
+/// factor from grad_clip.cuh's clip_factor_kernel.
 template <class = void>
 __global__ void __launch_bounds__(update_threads)
     adamw_update_kernel(bf16_t* params, float* master, float* m, float* v, const bf16_t* grads,

@@ -4,12 +4,14 @@
 // The device counterpart of optim/detail/newton_schulz.hpp (fp32, Eigen), validated against its
 // bf16 twin optim/detail/newton_schulz_bf16.hpp, which rounds at exactly the points this code
 // does. For a batch of `count` matrices G (rows, cols), contiguous:
-//   1. one block per matrix sums its squares (fp32, block_sum) and writes X = G / (‖G‖_F + 1e-7)
-//      in bf16, transposed when the matrix is tall, so X is (min, max) and X·Xᵀ the small side;
+//   1. X = G / (‖G‖_F + 1e-7) in bf16, transposed when the matrix is tall, so X is (min, max) and
+//      X·Xᵀ the small side: slices of 16 Ki squares summed by one block each (fp32, block_sum),
+//      the slices added in order per matrix, then a tiled scaled copy (optim/detail/ns_tiling.hpp:
+//      coalesced reads and writes, transposed through shared memory);
 //   2. per step, three strided-batched cuBLASLt GEMMs (bf16 in, fp32 accumulation), the sums
 //      folded into the epilogue D = α·P + β·C: A = X·Xᵀ; B = c·A·A + b·A (C = a copy of A);
 //      X' = B·X + a·X (C = a copy of X);
-//   3. X (transposed back when tall) is the result, bf16.
+//   3. X (transposed back when tall, by the same tiled copy) is the result, bf16.
 // Everything is enqueued on the caller's stream. Work buffers grow on the first call with a larger
 // batch (cudaMalloc, which may synchronise); a training step of fixed shapes allocates nothing
 // after its first. cuBLASLt's autotuning times each new GEMM shape once (matmul_context).
@@ -32,42 +34,102 @@
 #include "trainkit/core/cuda/launch_checks.hpp"
 #include "trainkit/core/linalg/gemm_cublaslt.cuh"
 #include "trainkit/optim/detail/ns_coefficients.hpp"
+#include "trainkit/optim/detail/ns_tiling.hpp"
 
 namespace trainkit::optim::kernels {
 
 using ns_bf16 = __nv_bfloat16;
 
-inline constexpr int ns_normalize_threads = 512;
+namespace d = trainkit::optim::detail;
 
-/// x[m] = g[m] / (‖g[m]‖_F + 1e-7) for matrix m = blockIdx.x, transposed to (cols, rows) when
-/// `tall`. A template so that several .cu files may include it (see gemm_cublaslt.cuh).
+/// partial[b] = Σ g² over sum-of-squares block b's slice (detail::ns_slice_of), fp32. A template
+/// so that several .cu files may include it (see gemm_cublaslt.cuh).
 template <class = void>
-__global__ void ns_normalize_kernel(const ns_bf16* g, ns_bf16* x, int rows, int cols, bool tall) {
+__global__ void __launch_bounds__(d::ns_norm_threads)
+    ns_sum_squares_kernel(const ns_bf16* g, float* partial, std::int64_t n) {
   __shared__ float scratch[32];
-  const std::int64_t n = std::int64_t(rows) * cols;
-  const ns_bf16* gm = g + std::int64_t(blockIdx.x) * n;
-  ns_bf16* xm = x + std::int64_t(blockIdx.x) * n;
+  const d::ns_slice sl = d::ns_slice_of(blockIdx.x, n);
+  const ns_bf16* gm = g + sl.matrix * n;
   float sq = 0.0f;
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  for (std::int64_t i = sl.begin + threadIdx.x; i < sl.end; i += blockDim.x) {
     const float v = __bfloat162float(gm[i]);
     sq += v * v;
   }
-  const float inv = 1.0f / (sqrtf(cuda::block_sum(sq, scratch)) + 1e-7f);
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::int64_t r = i / cols, c = i % cols;
-    xm[tall ? c * rows + r : i] = __float2bfloat16(__bfloat162float(gm[i]) * inv);
+  sq = cuda::block_sum(sq, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sq;
+}
+
+/// inv[m] = 1 / (sqrt(Σ_s partial[m, s]) + 1e-7), the slices added in order: one thread a matrix.
+template <class = void>
+__global__ void ns_inverse_norm_kernel(float* inv, const float* partial, std::int64_t slices,
+                                       int count) {
+  const int m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m >= count) return;
+  float sq = 0.0f;
+  for (std::int64_t s = 0; s < slices; ++s) sq += partial[std::int64_t(m) * slices + s];
+  inv[m] = 1.0f / (sqrtf(sq) + 1e-7f);
+}
+
+/// dst[m] = src[m] · inv[m] (inv null: · 1) for src[m] (rows, cols), transposed to (cols, rows)
+/// when `transpose`; 32×32 tiles through shared memory, so a warp's reads and writes are both 32
+/// consecutive elements (detail::ns_load_cell / ns_store_cell).
+template <class = void>
+__global__ void __launch_bounds__(d::ns_tile* d::ns_tile_rows)
+    ns_tile_copy_kernel(const ns_bf16* src, ns_bf16* dst, const float* inv, d::ns_tile_grid grid,
+                        bool transpose) {
+  __shared__ float tile[d::ns_tile][d::ns_tile + 1];  // +1: the transposed reads hit 32 banks
+  const d::ns_tile_at t = d::ns_tile_of(blockIdx.x, grid);
+  const int tx = threadIdx.x % d::ns_tile, ty = threadIdx.x / d::ns_tile;
+  const std::int64_t n = std::int64_t(grid.rows) * grid.cols;
+  const ns_bf16* sm = src + t.matrix * n;
+  ns_bf16* dm = dst + t.matrix * n;
+  const float scale = inv ? inv[t.matrix] : 1.0f;
+#pragma unroll
+  for (int k = 0; k < d::ns_tile_steps; ++k) {
+    const d::ns_cell c = d::ns_load_cell(t, tx, ty, k);
+    if (c.r < grid.rows && c.c < grid.cols)
+      tile[ty + k * d::ns_tile_rows][tx] =
+          __bfloat162float(sm[std::int64_t(c.r) * grid.cols + c.c]) * scale;
+  }
+  __syncthreads();
+  const int out_rows = transpose ? grid.cols : grid.rows,
+            out_cols = transpose ? grid.rows : grid.cols;
+#pragma unroll
+  for (int k = 0; k < d::ns_tile_steps; ++k) {
+    const d::ns_store st = d::ns_store_cell(t, tx, ty, k, transpose);
+    if (st.i < out_rows && st.j < out_cols)
+      dm[std::int64_t(st.i) * out_cols + st.j] = __float2bfloat16(tile[st.slot_row][st.slot_col]);
   }
 }
 
-/// out[m] (rows, cols) = x[m]ᵀ for x[m] (cols, rows): the tall matrices' way back.
-template <class = void>
-__global__ void ns_transpose_kernel(const ns_bf16* x, ns_bf16* out, int rows, int cols,
-                                    std::int64_t total) {
-  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // over out
-  if (i >= total) return;
-  const std::int64_t n = std::int64_t(rows) * cols, m = i / n, e = i % n;
-  const std::int64_t r = e / cols, c = e % cols;
-  out[i] = x[m * n + c * rows + r];
+/// The normalisation (step 1 of the file comment): x[m] = g[m] / (‖g[m]‖_F + 1e-7), transposed
+/// to (cols, rows) when `tall`. `partial` holds ns_norm_slices(rows·cols)·count floats, `inv`
+/// count floats. Enqueued on `stream`.
+inline void ns_normalize(const ns_bf16* g, ns_bf16* x, float* partial, float* inv, int rows,
+                         int cols, int count, bool tall, cudaStream_t stream) {
+  const std::int64_t n = std::int64_t(rows) * cols, slices = d::ns_norm_slices(n);
+  ns_sum_squares_kernel<>
+      <<<unsigned(slices * count), d::ns_norm_threads, 0, stream>>>(g, partial, n);
+  TRAINKIT_CUDA_CHECK_LAUNCH("ns_sum_squares_kernel");
+  constexpr int threads = 128;
+  ns_inverse_norm_kernel<><<<unsigned((count + threads - 1) / threads), threads, 0, stream>>>(
+      inv, partial, slices, count);
+  TRAINKIT_CUDA_CHECK_LAUNCH("ns_inverse_norm_kernel");
+  const d::ns_tile_grid grid = d::ns_tiles(rows, cols);
+  ns_tile_copy_kernel<>
+      <<<unsigned(grid.per_matrix * count), d::ns_tile * d::ns_tile_rows, 0, stream>>>(g, x, inv,
+                                                                                       grid, tall);
+  TRAINKIT_CUDA_CHECK_LAUNCH("ns_tile_copy_kernel (normalise)");
+}
+
+/// out[m] (rows, cols) = x[m]ᵀ for x[m] (cols, rows): the tall matrices' way back, tiled.
+inline void ns_transpose_back(const ns_bf16* x, ns_bf16* out, int rows, int cols, int count,
+                              cudaStream_t stream) {
+  const d::ns_tile_grid grid = d::ns_tiles(cols, rows);  // the source is (cols, rows)
+  ns_tile_copy_kernel<>
+      <<<unsigned(grid.per_matrix * count), d::ns_tile * d::ns_tile_rows, 0, stream>>>(
+          x, out, nullptr, grid, true);
+  TRAINKIT_CUDA_CHECK_LAUNCH("ns_tile_copy_kernel (transpose back)");
 }
 
 }  // namespace trainkit::optim::kernels
@@ -90,6 +152,10 @@ class newton_schulz_cuda {
     });
     cuda::require(steps >= 1, who, "needs at least one step");
     cuda::require(count <= 65535 * 1024, who, "too many matrices in one batch");
+    const std::int64_t n = std::int64_t(rows) * cols;
+    cuda::require(detail::ns_tiles(rows, cols).per_matrix * count <= 0x7fffffff &&
+                      detail::ns_norm_slices(n) * count <= 0x7fffffff,
+                  who, "too many tiles in one batch (grid.x)");
   }
 
   /// out (count, rows, cols) = the orthogonalisation of g (count, rows, cols), both bf16 and
@@ -106,9 +172,10 @@ class newton_schulz_cuda {
     grow(gram_, sq * std::size_t(count));
     grow(poly_, sq * std::size_t(count));
 
-    kernels::ns_normalize_kernel<>
-        <<<count, kernels::ns_normalize_threads, 0, stream>>>(g, x_.data(), rows, cols, tall);
-    TRAINKIT_CUDA_CHECK_LAUNCH("ns_normalize_kernel");
+    const std::size_t slices = std::size_t(detail::ns_norm_slices(std::int64_t(n)));
+    grow(norms_, (slices + 1) * std::size_t(count));  // the partials, then inv
+    kernels::ns_normalize(g, x_.data(), norms_.data(), norms_.data() + slices * std::size_t(count),
+                          rows, cols, count, tall, stream);
     bf16_t* x = x_.data();
     bf16_t* next = next_.data();
     for (int step = 0; step < steps; ++step) {
@@ -153,11 +220,7 @@ class newton_schulz_cuda {
     }
     const std::int64_t total = std::int64_t(n) * count;
     if (tall) {
-      constexpr int threads = 256;
-      kernels::ns_transpose_kernel<>
-          <<<unsigned((total + threads - 1) / threads), threads, 0, stream>>>(x, out, rows, cols,
-                                                                              total);
-      TRAINKIT_CUDA_CHECK_LAUNCH("ns_transpose_kernel");
+      kernels::ns_transpose_back(x, out, rows, cols, count, stream);
     } else {
       TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(out, x, std::size_t(total) * sizeof(bf16_t),
                                           cudaMemcpyDeviceToDevice, stream));
@@ -165,13 +228,15 @@ class newton_schulz_cuda {
   }
 
  private:
-  static void grow(cuda::device_buffer<bf16_t>& b, std::size_t n) {
-    if (b.size() < n) b = cuda::device_buffer<bf16_t>(n);
+  template <class T>
+  static void grow(cuda::device_buffer<T>& b, std::size_t n) {
+    if (b.size() < n) b = cuda::device_buffer<T>(n);
   }
 
   linalg::matmul_context* matmul_;
   cuda::device_buffer<bf16_t> x_, next_;     // (count, min, max)
   cuda::device_buffer<bf16_t> gram_, poly_;  // (count, min, min)
+  cuda::device_buffer<float> norms_;         // the normalisation's partial sums, then 1/norms
 };
 
 }  // namespace trainkit::optim

@@ -92,8 +92,7 @@ class muon_cuda_twin {
     scatter(packed_master_, master_);
 
     // Muon half.
-    const float rate =
-        static_cast<float>(double(lr) * double(config_.lr) / double(config_.schedule_max_lr));
+    const float rate = static_cast<float>(double(lr) * config_.lr_ratio);
     const float keep = 1.0f - rate * config_.weight_decay;
     const float beta = config_.momentum, one_minus_beta = 1.0f - config_.momentum;
     // One thread per matrix (matrices are disjoint; each one's arithmetic is sequential, so the

@@ -15,4 +15,11 @@ inline std::string number_text(float value) {
   return std::string(buf, r.ptr);
 }
 
+/// The same for a double setting (a ratio); its own name, so that no call becomes ambiguous.
+inline std::string double_text(double value) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, r.ptr);
+}
+
 }  // namespace trainkit::optim::detail

@@ -1,0 +1,2 @@
+// Fixture of tests/layers: the layer optim/ and reduce/ share. Never compiled.
+#pragma once
