@@ -22,6 +22,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,8 @@
 #include "trainkit/core/batch.hpp"
 #include "trainkit/core/linalg/gemm_cpu.hpp"
 #include "trainkit/model/gpt2/cpu.hpp"
-#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/model/gpt2/llmc_file.hpp"
+#include "trainkit/model/llama/cpu.hpp"
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/grad_clip.hpp"
 
