@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing trainkit needs on Debian/Ubuntu (run as root or with sudo):
 #  1. the Debian packages (compilers, CMake, Ninja, Eigen, Boost, GoogleTest, Google Benchmark,
-#     CLI11, nlohmann-json, utf8proc, Open MPI, clang, python3-venv) with apt-get;
+#     CLI11, nlohmann-json, utf8proc, Open MPI, oneDNN, clang, python3-venv) with apt-get;
 #  2. the repository's Python virtual environment, .venv, with the packages the tests check
 #     trainkit's files against: numpy and safetensors (safetensors and Hugging Face files, the
 #     numpy GPT-2 of the HellaSwag test), pyarrow (FineWeb's parquet, scripts/parquet_to_jsonl.py)
@@ -23,6 +23,7 @@ $sudo_cmd apt-get install -y -q --no-install-recommends \
   libgtest-dev libgmock-dev libbenchmark-dev \
   libcli11-dev nlohmann-json3-dev libutf8proc-dev \
   libopenmpi-dev openmpi-bin  `# reduce/mpi_allreduce.hpp and its 2-rank test` \
+  libdnnl-dev  `# oneDNN: CPU GEMMs picked at run time (AVX-512, AMX) and --precision bf16` \
   clang  `# scripts/fuzz.sh: libFuzzer + ASan/UBSan` \
   python3 python3-venv  # the tests' .venv below; scripts/conan-create.sh's Conan venv
 

@@ -16,6 +16,8 @@
 
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
 #include <trainkit/checkpoint/sync_checkpointer.hpp>
+#include <trainkit/core/cpu_features.hpp>
+#include <trainkit/core/linalg/gemm_cpu.hpp>
 #include <trainkit/prefetch/threaded_prefetcher.hpp>
 #include <trainkit/trainer/trainer.hpp>
 
@@ -48,7 +50,17 @@ struct cpu_device {
 
   host_policies<ModelFamily> family;
 
-  cpu_device(const train_options&, const typename ModelFamily::flags& flags) : family(flags) {}
+  /// Applies --precision to the process's GEMMs; throws config_error (naming the CPU) where the
+  /// build or the CPU cannot run bf16.
+  cpu_device(const train_options& o, const typename ModelFamily::flags& flags) : family(flags) {
+    trainkit::linalg::gemm_settings s;
+    if (o.precision == "bf16") s.precision = trainkit::linalg::gemm_precision::bf16;
+    try {
+      trainkit::linalg::set_gemm_settings(s);
+    } catch (const trainkit::config_error& e) {
+      throw trainkit::config_error("--precision " + o.precision + ": " + e.what());
+    }
+  }
 
   config_type model_config(const train_options& o) { return family.model_config(o); }
   void check_device() const noexcept {}
@@ -56,7 +68,12 @@ struct cpu_device {
     return family.make_model(o, cfg);
   }
   void configure(trainkit::mfu_settings& mfu, const model_type&) const { mfu.device_name = "cpu"; }
-  std::string describe(const model_type&) const { return {}; }
+  std::string describe(const model_type&) const {
+    return trainkit::linalg::current_gemm_settings().precision ==
+                   trainkit::linalg::gemm_precision::bf16
+               ? ", bf16 GEMMs (oneDNN) on " + trainkit::this_cpu().model
+               : std::string();
+  }
   std::string attention() const { return "cpu"; }  // the models' own attention, on the host
   trainkit::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {
     return trainkit::checkpoint::sync_checkpointer({o.ckpt_dir, o.ckpt_keep});

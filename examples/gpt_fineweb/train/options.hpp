@@ -27,6 +27,7 @@ struct train_options {
   std::string device = "cpu";
   std::string attention = "auto";      // --device cuda: auto, naive, flash or cudnn
   bool cuda_graph = false;             // --device cuda: replay each micro-step as a CUDA graph
+  std::string precision = "fp32";      // --device cpu: fp32 or bf16 GEMMs (linalg::gemm_settings)
   std::string arch = "gpt2";           // model family (families/registry.hpp)
   std::string model = "d2";            // preset of the --arch family
   std::string optimizer = "adamw";     // optimizer family (families/registry.hpp)
@@ -111,6 +112,9 @@ struct train_options {
                                    " needs --device cuda (the CPU model has one attention)");
     if (cuda_graph && device != "cuda")
       throw trainkit::config_error("--cuda-graph needs --device cuda");
+    if (precision != "fp32" && device != "cpu")
+      throw trainkit::config_error("--precision " + precision +
+                                   " is for --device cpu (the CUDA models compute in bf16)");
     if (!(lr > 0)) throw trainkit::config_error("--lr must be positive: " + std::to_string(lr));
     if (ckpt_keep < 0)
       throw trainkit::config_error("--ckpt-keep must be >= 0: " + std::to_string(ckpt_keep));
@@ -177,6 +181,10 @@ inline void add_train_options(CLI::App& app, train_options& o) {
                  "headerless_uint16 (nanoGPT .bin, tokens only)")
       ->check(CLI::IsMember({"llmc", "headerless_uint16"}));
   app.add_option("--device", o.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", o.precision,
+                 "--device cpu GEMMs: fp32, or bf16 (oneDNN; a CPU with AVX512_BF16 or AMX-BF16; "
+                 "fp32 master weights, activations and optimizer state)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--attention", o.attention,
                  "--device cuda attention kernels: auto (cudnn where this build has it, else "
                  "flash), naive (T x T matrices, bit-reproducible), flash (tiled, not "

@@ -142,7 +142,7 @@ using linalg::split;
 template <class S>
 void matmul_forward(S* out, const S* inp, const S* w, const S* bias, const S* residual, index N,
                     int IC, int OC) {
-  gemm(out, operand<S>{inp, IC, false}, operand<S>{w, IC, true}, N, OC, IC, false,
+  gemm(out, operand<S>{inp, IC, false}, operand<S>{w, IC, true, /*stable=*/true}, N, OC, IC, false,
        split::longer_side, [&](index r0, index nr, index c0, index nc) {
          if (!bias && !residual) return;
          for (index r = r0; r < r0 + nr; ++r) {
@@ -158,8 +158,8 @@ void matmul_forward(S* out, const S* inp, const S* w, const S* bias, const S* re
 template <class S>
 void matmul_backward(S* dinp, S* dw, S* db, const S* dout, const S* inp, const S* w, index N,
                      int IC, int OC) {
-  gemm(dinp, operand<S>{dout, OC, false}, operand<S>{w, IC, false}, N, IC, OC, false,
-       split::longer_side, [](index, index, index, index) {});
+  gemm(dinp, operand<S>{dout, OC, false}, operand<S>{w, IC, false, /*stable=*/true}, N, IC, OC,
+       false, split::longer_side, [](index, index, index, index) {});
   gemm(dw, operand<S>{dout, OC, true}, operand<S>{inp, IC, false}, OC, IC, N, true, split::rows,
        [&](index o0, index no, index, index) {
          if (!db) return;

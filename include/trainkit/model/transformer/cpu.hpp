@@ -329,6 +329,7 @@ class transformer_cpu {
   }
 
   void forward_trunk(const std::int32_t* inputs) {
+    linalg::new_weights_epoch();  // weights may have changed: bf16 GEMMs round them afresh
     const pass_type p = pass();
     block_.embed(p, inputs);
     for (int l = 0; l < config_.num_layers; ++l) block_.forward_layer(p, l);
