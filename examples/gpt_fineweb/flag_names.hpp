@@ -60,21 +60,32 @@ inline constexpr std::array<field_flag, 24> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 7> family_field_flags{{
+inline constexpr std::array<field_flag, 6> family_field_flags{{
     // llama_config (model/llama_config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
     {"llama_config.qk_norm", "--qk-norm"},
     // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
     // adamw_config above, checked there first)
-    {"muon_config.lr", "--muon-lr"},
+    {"muon_config.lr_ratio", "--muon-lr"},  // --muon-lr / --lr (families/muon.hpp)
     {"muon_config.momentum", "--muon-momentum"},
     {"muon_config.ns_steps", "--muon-ns-steps"},
-    {"muon_config.schedule_max_lr", "--lr"},
 }};
+
+/// Every row names a field: an empty one (a table declared longer than its rows, the rest
+/// value-initialised) would match everywhere and never let replace_all finish.
+constexpr bool every_field_named(std::span<const field_flag> rows) {
+  for (const field_flag& f : rows)
+    if (f.field.empty() || f.flag.empty()) return false;
+  return true;
+}
+static_assert(every_field_named(field_flags), "flag_names.hpp: field_flags has an empty row");
+static_assert(every_field_named(family_field_flags),
+              "flag_names.hpp: family_field_flags has an empty row");
 
 /// `message` with every occurrence of `field` replaced by `flag`.
 inline void replace_all(std::string& message, std::string_view field, std::string_view flag) {
+  if (field.empty()) return;
   for (auto at = message.find(field); at != std::string::npos;
        at = message.find(field, at + flag.size()))
     message.replace(at, field.size(), flag);

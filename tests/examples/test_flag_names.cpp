@@ -95,14 +95,12 @@ TEST(FlagNames, MuonFieldsAreTheirFlags) {
       c.validate();
     };
   };
-  expect_flag_named(muon([](tk::optim::muon_config& c) { c.lr = -1; }), "muon_config.lr",
-                    "--muon-lr must be finite and > 0");
+  expect_flag_named(muon([](tk::optim::muon_config& c) { c.lr_ratio = -1; }),
+                    "muon_config.lr_ratio", "--muon-lr must be finite and > 0");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.momentum = 1; }), "muon_config.momentum",
                     "--muon-momentum must be in [0,1)");
   expect_flag_named(muon([](tk::optim::muon_config& c) { c.ns_steps = 0; }), "muon_config.ns_steps",
                     "--muon-ns-steps must be in [1,100]: 0");
-  expect_flag_named(muon([](tk::optim::muon_config& c) { c.schedule_max_lr = 0; }),
-                    "muon_config.schedule_max_lr", "--lr must be finite and > 0");
 }
 
 // The trainer's one check (trainer/config.hpp) names fields by their full path; every problem of

@@ -47,7 +47,10 @@ static_assert(model_family<gpt2_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
+// Its devices' halves: not in the front end (main.cpp), and in a family's own unit only for
+// that family (families/gpt2_cpu.cpp, gpt2_cuda.cu), so an edit here rebuilds this family's units.
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_gpt2))
 #include <trainkit/model/gpt2_cpu.hpp>
 #include <trainkit/model/hf_gpt2.hpp>
 
@@ -91,7 +94,8 @@ struct host_policies<gpt2_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_gpt2))
 #include <trainkit/model/gpt2_cuda.hpp>
 
 namespace gpt_fineweb {

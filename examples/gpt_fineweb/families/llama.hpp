@@ -90,7 +90,11 @@ static_assert(model_family<llama_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
+// Its devices' halves: not in the front end (main.cpp), and in a family's own unit only for
+// that family (families/llama_cpu.cpp, llama_cuda.cu), so an edit here rebuilds this family's
+// units.
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_llama))
 #include <trainkit/model/hf_llama.hpp>
 #include <trainkit/model/llama_cpu.hpp>
 
@@ -156,7 +160,8 @@ struct host_policies<llama_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_llama))
 #include <trainkit/model/llama_cuda.hpp>
 
 namespace gpt_fineweb {
