@@ -23,7 +23,7 @@ import time
 import torch
 
 GPT2 = {"d2": (2, 2, 128), "d6": (6, 6, 384), "d12": (12, 12, 768)}
-# Mirrors llama_config::preset (include/trainkit/model/llama_config.hpp): L, H, KV, C, F.
+# Mirrors llama_config::preset (include/trainkit/model/llama/config.hpp): L, H, KV, C, F.
 LLAMA = {"d2": (2, 2, 1, 128, 384), "d6": (6, 6, 3, 384, 1024), "d12": (12, 12, 6, 768, 2048)}
 
 

@@ -67,7 +67,7 @@ inline constexpr std::array<field_flag, 30> field_flags{{
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
 inline constexpr std::array<field_flag, 13> family_field_flags{{
-    // llama_config (model/llama_config.hpp), filled by families/llama.hpp
+    // llama_config (model/llama/config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
     {"llama_config.qk_norm", "--qk-norm"},
@@ -85,8 +85,20 @@ inline constexpr std::array<field_flag, 13> family_field_flags{{
     {"muon_config.weight_decay", "--muon-weight-decay"},
 }};
 
+/// Every row names a field: an empty one (a table declared longer than its rows, the rest
+/// value-initialised) would match everywhere and never let replace_all finish.
+constexpr bool every_field_named(std::span<const field_flag> rows) {
+  for (const field_flag& f : rows)
+    if (f.field.empty() || f.flag.empty()) return false;
+  return true;
+}
+static_assert(every_field_named(field_flags), "flag_names.hpp: field_flags has an empty row");
+static_assert(every_field_named(family_field_flags),
+              "flag_names.hpp: family_field_flags has an empty row");
+
 /// `message` with every occurrence of `field` replaced by `flag`.
 inline void replace_all(std::string& message, std::string_view field, std::string_view flag) {
+  if (field.empty()) return;
   for (auto at = message.find(field); at != std::string::npos;
        at = message.find(field, at + flag.size()))
     message.replace(at, field.size(), flag);

@@ -5,10 +5,14 @@
 //   prepare    tokenize text / JSONL into llm.c shards (commands/prepare.hpp)
 //   report     explain a run: metrics file or nanoGPT/llm.c/torchtitan log (commands/report.hpp)
 //   eval       HellaSwag accuracy of a model file (commands/eval.hpp)
-//   export-hf  llm.c model file -> Hugging Face folder (commands/hf.hpp)
-//   import-hf  Hugging Face folder -> llm.c model file (commands/hf.hpp)
+//   export-hf  llm.c model file or checkpoint -> Hugging Face folder (commands/hf_commands.hpp)
+//   import-hf  Hugging Face folder -> llm.c model file or checkpoint (commands/hf_commands.hpp)
 //   verify     check every checkpoint in a directory (commands/verify.hpp)
 // Sampling (`--sample N` without training) is the training command's (commands/sample.hpp).
+// The front end: the families' program-facing halves only (families/family.hpp); their models are
+// compiled in their own translation units (families/*_cpu.cpp, families/*_cuda.cu).
+#define GPT_FINEWEB_FRONT_END 1
+
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -17,7 +21,7 @@
 
 #include "command.hpp"
 #include "commands/eval.hpp"
-#include "commands/hf.hpp"
+#include "commands/hf_commands.hpp"
 #include "commands/prepare.hpp"
 #include "commands/report.hpp"
 #include "commands/train.hpp"

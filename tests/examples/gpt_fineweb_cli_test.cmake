@@ -52,6 +52,18 @@ expect_flag_error("--final-lr-frac must be in \\[0,1\\]: 2" --final-lr-frac 2 --
 # sampling_config::validate, tokenizer::resolve_vocab_dir (flag_names.hpp maps their fields).
 expect_flag_error("--temperature must be >= 0: -1\\.000000" --temperature -1 --steps 1)
 expect_flag_error("--top-k must be >= 0: -2" --top-k -2 --steps 1)
+# A flag's check never depends on another flag: --eval-batches 0 is refused on the embedded
+# corpus (which has a validation split), with --data alone (no validation) and with --data and
+# --val alike (it was once accepted in the second case only).
+expect_flag_error("--eval-batches must be positive: 0" --eval-batches 0 --steps 1)
+expect_flag_error("--eval-batches must be positive: 0" --eval-batches 0 --steps 1
+                  --data ${WORK}/foreign.bin --data-format headerless_uint16)
+expect_flag_error("--eval-batches must be positive: 0" --eval-batches 0 --steps 1
+                  --data ${WORK}/foreign.bin --val ${WORK}/foreign.bin
+                  --data-format headerless_uint16)
+# --muon-lr is checked on its own (the optimizer gets --muon-lr / --lr, set once).
+expect_flag_error("--muon-lr must be finite and > 0: 0\\.000000" --optimizer muon --muon-lr 0
+                  --steps 1)
 file(WRITE ${WORK}/doc.txt "hello")
 expect_exit(2 "^gpt_fineweb: error: --vocab [^ ]*/no-vocab: not a directory"
             prepare --out ${WORK}/prep --vocab ${WORK}/no-vocab ${WORK}/doc.txt)

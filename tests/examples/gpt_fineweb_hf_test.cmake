@@ -121,6 +121,46 @@ file(COPY ${WORK}/hf/config.json DESTINATION ${WORK}/trunc)
 file(WRITE ${WORK}/trunc/model.safetensors "12345678")
 expect_exit(2 "trunc/model\\.safetensors" import-hf ${WORK}/trunc ${WORK}/x.bin)
 
+# Every command for every family (commands/hf_commands.hpp, commands/model_source.hpp): a Llama
+# trained into a checkpoint goes through export-hf (the folder training's --export-hf wrote, byte
+# for byte), import-hf back into a model-only checkpoint, and export-hf of that (byte for byte
+# again); eval of the checkpoint scores what eval of the folder scores; --sample reads the
+# imported checkpoint. The checks name the flag: a Llama from an llm.c file, a bf16 checkpoint,
+# another shape than the checkpoint's.
+expect_exit(0 "" --arch llama --steps 2 --eval-every 0 --no-progress --ckpt-mode sync
+            --ckpt-dir ${WORK}/llama-ck --export-hf ${WORK}/llama-train)
+expect_exit(0 "" export-hf ${WORK}/llama-ck ${WORK}/llama-hf)  # --arch from the checkpoint
+expect_exit(0 "" import-hf --arch llama ${WORK}/llama-hf ${WORK}/llama-imported)
+expect_exit(0 "" export-hf ${WORK}/llama-imported ${WORK}/llama-hf2 --arch llama --model d2)
+foreach(f model.safetensors config.json)
+  foreach(pair "llama-train;llama-hf" "llama-hf;llama-hf2")
+    list(GET pair 0 a)
+    list(GET pair 1 b)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/${a}/${f} ${WORK}/${b}/${f}
+                    RESULT_VARIABLE same)
+    if(NOT same EQUAL 0)
+      string(APPEND failures "llama: ${a}/${f} and ${b}/${f} differ\n")
+    endif()
+  endforeach()
+endforeach()
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --arch llama --ckpt-dir ${WORK}/llama-ck)
+set(llama_ckpt_eval "${last_output}")
+expect_exit(0 "" eval --hellaswag ${FIXTURE} --arch llama --init-from-hf ${WORK}/llama-hf)
+if(NOT llama_ckpt_eval MATCHES "^hellaswag: 3 examples" OR
+   NOT llama_ckpt_eval STREQUAL last_output)
+  string(APPEND failures "llama eval: checkpoint '${llama_ckpt_eval}', folder '${last_output}'\n")
+endif()
+expect_exit(0 "" --sample 4 --arch llama --ckpt-dir ${WORK}/llama-imported --seed 3)
+if(NOT last_output MATCHES "sampling from the checkpoint of step 0")
+  string(APPEND failures "--sample from import-hf's checkpoint: '${last_output}'\n")
+endif()
+expect_exit(2 "llm\\.c model file, which holds GPT-2 only" export-hf ${WORK}/model.bin
+            ${WORK}/x-hf --arch llama)
+expect_exit(2 "--dtype bf16" import-hf --arch llama --dtype bf16 ${WORK}/llama-hf ${WORK}/x-ck)
+expect_exit(2 "--model" export-hf ${WORK}/llama-ck ${WORK}/x-hf --model d6)
+expect_exit(2 "--kv-heads applies to --arch llama" export-hf ${WORK}/model.bin ${WORK}/x-hf
+            --kv-heads 1)
+
 if(failures)
   message(FATAL_ERROR "gpt_fineweb HF:\n${failures}")
 endif()

@@ -184,12 +184,16 @@ TEST(FamilyRegistry, EveryMuonFlagReachesItsFieldOnly) {
     return gf::muon_family::config(o, parsed->optimizer.of<gf::muon_family>());
   };
   trainkit::optim::muon_config want;               // the flags' defaults are the library's
-  want.lr_ratio = double(0.02f) / double(0.004f);  // --muon-lr over --lr, the schedule's peak
+  want.lr_ratio = double(0.02f) / double(0.004f);  // --muon-lr 0.02 over --lr 0.004, set once
   want.adamw = gf::adamw_family::config(o, {});
   EXPECT_EQ(config_of({}), want);
   trainkit::optim::muon_config w = want;
   w.lr_ratio = double(0.03f) / double(0.004f);
   EXPECT_EQ(config_of({"--muon-lr", "0.03"}), w);
+  // At the schedule's peak Muon moves at --muon-lr: the mapping docs/cli.md states.
+  EXPECT_EQ(float(double(float(o.lr)) * config_of({"--muon-lr", "0.03"}).lr_ratio), 0.03f);
+  EXPECT_THROW(config_of({"--muon-lr", "0"}), trainkit::config_error);
+  EXPECT_THROW(config_of({"--muon-lr", "nan"}), trainkit::config_error);
   w = want;
   w.momentum = 0.9f;
   EXPECT_EQ(config_of({"--muon-momentum", "0.9"}), w);

@@ -115,15 +115,22 @@ TEST(TrainerConfigCheck, BatchTokensAreCheckedAgainstEveryRank) {
   EXPECT_EQ(empty[0].field, "run_shape.batch_size");
 }
 
-TEST(TrainerConfigCheck, ValidationSettingsMatterOnlyWithAValidationSource) {
+// A value's check does not depend on another setting: eval_batches = 0 is refused with a
+// validation source and without one (it once passed without one, so a program accepted
+// --eval-batches 0 with --data alone and refused it on the embedded corpus).
+TEST(TrainerConfigCheck, EvalBatchesIsOneRuleWithOrWithoutAValidationSource) {
   tk::trainer_config cfg;
   cfg.eval_batches = 0;
-  EXPECT_TRUE(tk::check(cfg, shape(4, 16)).empty());
+  const std::vector<std::string> eval_batches{"trainer_config.eval_batches"};
+  EXPECT_EQ(fields(tk::check(cfg, shape(4, 16))), eval_batches);
   tk::run_shape s = shape(4, 16);
   s.has_validation = true;
   s.val_batch_size = 4;
   s.val_seq_len = 16;
-  EXPECT_EQ(fields(tk::check(cfg, s)), std::vector<std::string>{"trainer_config.eval_batches"});
+  EXPECT_EQ(fields(tk::check(cfg, s)), eval_batches);
+  cfg.eval_batches = 1;
+  EXPECT_TRUE(tk::check(cfg, shape(4, 16)).empty());
+  EXPECT_TRUE(tk::check(cfg, s).empty());
 }
 
 TEST(TrainerConfigCheck, ImpliedValuesAreComputedNotStored) {

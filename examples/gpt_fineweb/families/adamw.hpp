@@ -44,7 +44,7 @@ static_assert(optimizer_family<adamw_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END)
 #include <trainkit/optim/adamw_cpu.hpp>
 #if defined(TRAINKIT_HAS_MPI)
 #include <trainkit/optim/zero1_adamw_cpu.hpp>
@@ -68,7 +68,7 @@ struct host_policies<adamw_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END)
 #include <trainkit/optim/adamw_cuda.hpp>
 #if defined(TRAINKIT_HAS_NCCL)
 #include <trainkit/optim/zero1_adamw_cuda.hpp>

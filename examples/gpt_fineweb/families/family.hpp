@@ -5,8 +5,14 @@
 // `--optimizer` name, its config type and presets, its extra flags — plus its device policies as
 // specialisations of `host_policies<Family>` (the CPU composition: Eigen) and
 // `cuda_policies<Family>` (the CUDA one: nvcc). A family's file defines the host specialisation
-// only outside nvcc and the CUDA one only under it, so train/cuda.cu sees no Eigen and the g++
-// units no CUDA model; each unit names only the specialisations it defined. The training driver
+// only outside nvcc and the CUDA one only under it, so the CUDA units see no Eigen and the g++
+// units no CUDA model; each unit names only the specialisations it defined. The program's front
+// end (main.cpp) defines GPT_FINEWEB_FRONT_END and sees neither half: it reaches a family's
+// models only through train/entry.hpp's entry points, defined in the family's own translation
+// units (families/<name>_cpu.cpp, families/<name>_cuda.cu). Those define GPT_FINEWEB_FAMILY_UNIT
+// and GPT_FINEWEB_UNIT_<name>, and a model family's file compiles its device halves there only
+// for its own unit (every optimizer family's halves are in every unit), so an edit to one family's
+// model recompiles that family's units and nothing else. The training driver
 // (train/driver.hpp) is a template on the model family and the optimizer family; `visit_family`
 // turns the `--arch` / `--optimizer` string into that template argument. How to add one:
 // docs/writing_a_policy.md.
@@ -36,7 +42,7 @@ struct host_policies;
 template <class Family>
 struct cuda_policies;
 
-/// A family with a CUDA half (a cuda_policies specialisation); train/cuda.cu refuses
+/// A family with a CUDA half (a cuda_policies specialisation); train/cuda_entry.cuh refuses
 /// --device cuda, naming --arch or --optimizer, for one without.
 template <class Family>
 concept has_cuda_policies = requires {

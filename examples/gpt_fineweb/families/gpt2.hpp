@@ -1,8 +1,8 @@
 // families/gpt2.hpp — the GPT-2 model family of gpt_fineweb (`--arch gpt2`, the default).
 //
-// Its config and presets (model/gpt2_config.hpp: d2 ... d48), then its device policies: on the
+// Its config and presets (model/gpt2/config.hpp: d2 ... d48), then its device policies: on the
 // CPU gpt2_cpu (Eigen), started from --init-from (an llm.c model file) or --init-from-hf (a
-// Hugging Face GPT2LMHeadModel folder, model/hf_gpt2.hpp) and written with --export /
+// Hugging Face GPT2LMHeadModel folder, model/gpt2/hf.hpp) and written with --export /
 // --export-hf; on CUDA gpt2_cuda (bf16, cuBLASLt), options from --attention and --cuda-graph,
 // llm.c files through llmc_file.hpp's span functions (HF folders: convert with export-hf /
 // import-hf). The host part is compiled outside nvcc only, the CUDA part under nvcc only
@@ -47,7 +47,10 @@ static_assert(model_family<gpt2_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
+// Its devices' halves: not in the front end (main.cpp), and in a family's own unit only for
+// that family (families/gpt2_cpu.cpp, gpt2_cuda.cu), so an edit here rebuilds this family's units.
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_gpt2))
 #include <trainkit/model/gpt2/cpu.hpp>
 #include <trainkit/model/gpt2/hf.hpp>
 
@@ -91,7 +94,8 @@ struct host_policies<gpt2_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_gpt2))
 #include <trainkit/model/gpt2/cuda.hpp>
 
 namespace gpt_fineweb {

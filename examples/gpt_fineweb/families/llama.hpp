@@ -1,11 +1,11 @@
 // families/llama.hpp — the Llama model family of gpt_fineweb (`--arch llama`).
 //
-// Its config and presets (model/llama_config.hpp: d2, d6, d12, d20, d24) with the family's own
+// Its config and presets (model/llama/config.hpp: d2, d6, d12, d20, d24) with the family's own
 // flags: --kv-heads (grouped-query attention), --mlp swiglu|relu2, --qk-norm, --tie-embeddings.
 // Each flag sets one llama_config field, and the config is validated there, so a bad value is
 // named by the library's field path, which flag_names.hpp turns back into the flag. On the CPU the
 // model is llama_cpu, started from a preset or from --init-from-hf (a Hugging Face
-// LlamaForCausalLM folder, model/hf_llama.hpp) and written with --export-hf. llm.c model files
+// LlamaForCausalLM folder, model/llama/hf.hpp) and written with --export-hf. llm.c model files
 // hold GPT-2 only, so --init-from FILE and --export FILE are refused naming the flag, and so is
 // an --export-hf of a variant transformers' Llama cannot compute (ReLU², QK-norm), before the run.
 // On CUDA the model is llama_cuda (bf16, cuBLASLt, flash or cuDNN attention with GQA), started from
@@ -90,9 +90,13 @@ static_assert(model_family<llama_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
-#include <trainkit/model/llama/cpu.hpp>
+// Its devices' halves: not in the front end (main.cpp), and in a family's own unit only for
+// that family (families/llama_cpu.cpp, llama_cuda.cu), so an edit here rebuilds this family's
+// units.
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_llama))
 #include <trainkit/model/llama/hf.hpp>
+#include <trainkit/model/llama/cpu.hpp>
 
 #include "../commands/hf.hpp"
 
@@ -156,7 +160,8 @@ struct host_policies<llama_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
+    (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_llama))
 #include <trainkit/model/llama/cuda.hpp>
 
 namespace gpt_fineweb {

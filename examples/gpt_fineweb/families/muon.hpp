@@ -4,23 +4,23 @@
 // matrix of both model families; a fused q|k|v or gate|up slice part by part) with orthogonalised
 // Nesterov momentum, and everything else — embeddings, an untied head, norms, biases — with AdamW.
 // Its own flags are --muon-lr (Muon's peak rate, at the schedule's peak; the schedule's shape
-// follows --schedule/--warmup), --muon-momentum and --muon-ns-steps, defaulting to muon_config's
-// (0.02, 0.95, 5: the published Muon's). Its variants (muon_config; off by default, the published
-// Muon): --muon-ns ns5|polar (Polar Express per-iteration coefficients, at most 5 steps),
-// --muon-normuon with --muon-normuon-beta2 (NorMuon's per-neuron second moment; not under
-// --reducer mpi or nccl, whose sharded checkpoints hold the momentum only) and --muon-cautious-wd
-// (cautious weight decay of --muon-weight-decay, Muon's own decay, 0 by default), and
-// --muon-momentum-warmup/--muon-momentum-start (momentum warmed up, modded-nanogpt's 0.85 → 0.95).
-// The AdamW half is built exactly as families/adamw.hpp builds AdamW (adamw_family::config: --lr,
-// --beta1, --beta2,
-// --eps, --weight-decay), so a change there reaches it. On the CPU it is muon_cpu; under `--reducer
-// mpi` sharded_muon_cpu, whose ranks split the matrices (each keeps only its share of the momentum)
-// and all-gather them, bit for bit one process's result. On CUDA it is muon_cuda (bf16
-// Newton–Schulz on cuBLASLt, fp32 master weights), from the same muon_config; under `--reducer
-// nccl` sharded_muon_cuda, the same split over GPUs with the matrices gathered by NCCL broadcasts
-// on the compute stream. A sharded form's state is sharded, so its checkpoints are the sharded
-// kind, written synchronously: `--ckpt-mode async` with `--reducer mpi` or `nccl` is refused naming
-// --ckpt-mode. No ZeRO-1 form
+// follows --schedule/--warmup), --muon-momentum and --muon-ns-steps (defaults 0.02, 0.95, 5: the
+// published Muon's). The optimizer receives one rate per step, the schedule's, and moves the
+// matrices at a fixed multiple of it: muon_config::lr_ratio = --muon-lr / --lr, set here once. Its
+// variants (muon_config; off by default, the published Muon): --muon-ns ns5|polar (Polar Express
+// per-iteration coefficients, at most 5 steps), --muon-normuon with --muon-normuon-beta2 (NorMuon's
+// per-neuron second moment; not under --reducer mpi or nccl, whose sharded checkpoints hold the
+// momentum only) and --muon-cautious-wd (cautious weight decay of --muon-weight-decay, Muon's own
+// decay, 0 by default), and --muon-momentum-warmup/--muon-momentum-start (momentum warmed up,
+// modded-nanogpt's 0.85 → 0.95). The AdamW half is built exactly as families/adamw.hpp builds
+// AdamW (adamw_family::config: --lr, --beta1, --beta2, --eps, --weight-decay), so a change there
+// reaches it. On the CPU it is muon_cpu; under `--reducer mpi` sharded_muon_cpu, whose ranks split
+// the matrices (each keeps only its share of the momentum) and all-gather them, bit for bit one
+// process's result. On CUDA it is muon_cuda (bf16 Newton–Schulz on cuBLASLt, fp32 master weights),
+// from the same muon_config; under `--reducer nccl` sharded_muon_cuda, the same split over GPUs
+// with the matrices gathered by NCCL broadcasts on the compute stream. A sharded form's state is
+// sharded, so its checkpoints are the sharded kind, written synchronously: `--ckpt-mode async`
+// with `--reducer mpi` or `nccl` is refused naming --ckpt-mode. No ZeRO-1 form
 // (`--reducer mpi-zero1` / `nccl-zero1` are refused naming --reducer). CPU and CUDA checkpoints
 // do not interchange (fp32 parameters against bf16 ones with fp32 master weights): the driver
 // refuses a resume across devices naming --device (train/checkpoint_families.hpp).
@@ -28,6 +28,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -48,7 +49,7 @@ struct muon_family {
   using config_type = trainkit::optim::muon_config;
 
   struct flags {
-    double lr = double(0.02f);  // --muon-lr: the published Muon's peak (lr_ratio·--lr)
+    double lr = 0.02;                                  // --muon-lr: the published Muon's peak
     double momentum = double(config_type{}.momentum);  // --muon-momentum
     int ns_steps = config_type{}.ns_steps;             // --muon-ns-steps
     std::string orthogonalizer{
@@ -110,6 +111,10 @@ struct muon_family {
           "--reducer " + o.reducer +
           ": --optimizer muon has no ZeRO-1 form; its sharded form runs under --reducer mpi "
           "(sharded_muon_cpu) or --reducer nccl (sharded_muon_cuda)");
+    // --muon-lr is checked alone (the ratio's own check would quote a ratio, not the flag's value);
+    // --lr has its own check (train_options::validate), and a bad --lr reports there.
+    if (!(f.lr > 0.0) || !std::isfinite(f.lr))
+      throw trainkit::config_error("--muon-lr must be finite and > 0: " + std::to_string(f.lr));
     config_type c;
     c.momentum = float(f.momentum);
     c.ns_steps = f.ns_steps;
@@ -138,7 +143,7 @@ static_assert(optimizer_family<muon_family>);
 
 }  // namespace gpt_fineweb
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END)
 #include <trainkit/optim/muon_cpu.hpp>
 #if defined(TRAINKIT_HAS_MPI)
 #include <trainkit/optim/sharded_muon_cpu.hpp>
@@ -163,7 +168,7 @@ struct host_policies<muon_family> {
 }  // namespace gpt_fineweb
 #endif  // !__CUDACC__
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END)
 #include <trainkit/optim/muon_cuda.hpp>
 #if defined(TRAINKIT_HAS_NCCL)
 #include <trainkit/optim/sharded_muon_cuda.hpp>

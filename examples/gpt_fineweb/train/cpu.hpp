@@ -1,6 +1,6 @@
 // train/cpu.hpp — `--device cpu`: the CPU device policy of the training driver and the CPU
 // data-parallel launch (`mpirun -np N gpt_fineweb --reducer mpi|mpi-zero1`). Their CUDA twins
-// (the CUDA device policy, `--reducer nccl|nccl-zero1`) are in train/cuda.cu.
+// (the CUDA device policy, `--reducer nccl|nccl-zero1`) are in train/cuda_entry.cuh.
 //
 // The composition, for the --arch family M and the --optimizer family O:
 //   trainer<mmap_token_source, prefetch::threaded<4>, host_policies<M>::model_type,

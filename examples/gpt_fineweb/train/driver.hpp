@@ -11,9 +11,9 @@
 //
 // What differs by device is a small policy (`device_policy` below): the model family's policies
 // for that device, the prefetcher, which checkpointers fit its memory. train/cpu.hpp holds the
-// CPU one, train/cuda.cu the CUDA one; the model and optimizer families (families/) are template
-// arguments. train/cuda.cu is compiled by nvcc, so this header and what it includes stay free of
-// Eigen (no gpt2_cpu.hpp).
+// CPU one, train/cuda_entry.cuh the CUDA one; the model and optimizer families (families/) are
+// template arguments. train/cuda_entry.cuh is compiled by nvcc, so this header and what it includes
+// stay free of Eigen (no gpt2_cpu.hpp).
 #pragma once
 
 #include <unistd.h>

@@ -1,10 +1,10 @@
 // train/mpi_launch.hpp — one rank of `mpirun -np N gpt_fineweb --reducer
 // mpi|mpi-zero1|nccl|nccl-zero1`.
 //
-// Shared by the CPU reducers (train/cpu.hpp) and the NCCL one (train/cuda.cu): which rank this is,
-// which GPU a rank takes (its rank among the ranks of its node), rank 0 going first where ranks
-// must not race, and the rule that an exception on any rank is printed with the rank and ends the
-// whole job with MPI_Abort (the other ranks would otherwise wait forever in their next
+// Shared by the CPU reducers (train/cpu.hpp) and the NCCL one (train/cuda_entry.cuh): which rank
+// this is, which GPU a rank takes (its rank among the ranks of its node), rank 0 going first where
+// ranks must not race, and the rule that an exception on any rank is printed with the rank and ends
+// the whole job with MPI_Abort (the other ranks would otherwise wait forever in their next
 // collective). Built where CMake found MPI (TRAINKIT_HAS_MPI).
 #pragma once
 

@@ -17,7 +17,7 @@
 #include <trainkit/data/shard_format.hpp>
 #include <trainkit/model/sampling.hpp>
 #include <trainkit/optim/schedule.hpp>
-#include <trainkit/trainer/trainer.hpp>
+#include <trainkit/trainer/config.hpp>
 
 namespace gpt_fineweb {
 
@@ -91,7 +91,11 @@ struct train_options {
                         : trainkit::data::parse_shard_layout(data_format);
   }
 
-  /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag. The trainer's
+  /// Cross-flag checks CLI11 cannot express; throws config_error naming the flag. A check of a
+  /// flag's own value never depends on another flag (issue 39: --eval-batches 0 was refused or
+  /// accepted by whether --data and --val were given): a value is valid or not on its own, and a
+  /// check of a combination (--attention with --device, --sample-every with --sample) names both
+  /// flags and states the pairing, not the value. The trainer's
   /// own settings (--steps, --total-batch-tokens, --eval-every, --eval-batches, --ckpt-every,
   /// --warmup, --final-lr-frac) are checked by the library's one check() (trainer/config.hpp),
   /// which the training driver runs before the device is touched; --lr is checked here because

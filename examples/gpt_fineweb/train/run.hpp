@@ -1,19 +1,17 @@
 // train/run.hpp — what `gpt_fineweb` (no command word) does with its flags: the cross-flag
 // checks, --threads, then sampling (--sample N alone, commands/sample.hpp), CUDA training
-// (train/cuda.cu) or CPU training (train/cpu.hpp) for the --arch and --optimizer families.
+// (train/cuda_entry.cuh) or CPU training (train/cpu.hpp) for the --arch and --optimizer families,
+// each through the --arch family's entry point (train/entry.hpp), which that family's own
+// translation units define.
 #pragma once
 
 #include <ostream>
 
 #include <trainkit/core/error.hpp>
 
-#include "../commands/sample.hpp"
 #include "../families/registry.hpp"
-#include "cpu.hpp"
+#include "entry.hpp"
 #include "options.hpp"
-#if defined(TRAINKIT_HAS_CUDA)
-#include "cuda.hpp"
-#endif
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -32,23 +30,23 @@ inline int run_train(const train_options& o, const model_family_flags& model_fla
 #endif
   // Sampling runs the CPU model (the CUDA models have no forward_logits yet), also after a CUDA
   // run.
-  if (o.sample > 0 && o.sample_every == 0) return run_sample(o, model_flags, out);
+  if (o.sample > 0 && o.sample_every == 0)
+    return visit_family(model_families{}, o.arch, "--arch", [&]<class Family>() {
+      return sample_model<Family>(o, model_flags.template of<Family>(), out);
+    });
   if (o.device == "cuda") {
 #if defined(TRAINKIT_HAS_CUDA)
-    return run_train_cuda(o, model_flags, optimizer_flags);
+    return visit_family(model_families{}, o.arch, "--arch", [&]<class Family>() {
+      return train_on_cuda<Family>(o, model_flags.template of<Family>(), optimizer_flags);
+    });
 #else
     throw trainkit::config_error(
         "--device cuda: this build has no CUDA support (nvcc was not found "
         "when it was configured)");
 #endif
   }
-  return visit_family(model_families{}, o.arch, "--arch", [&]<class ModelFamily>() {
-    return visit_family(optimizer_families{}, o.optimizer, "--optimizer",
-                        [&]<class OptimizerFamily>() {
-                          return run_train_cpu<ModelFamily, OptimizerFamily>(
-                              o, model_flags.template of<ModelFamily>(),
-                              optimizer_flags.template of<OptimizerFamily>());
-                        });
+  return visit_family(model_families{}, o.arch, "--arch", [&]<class Family>() {
+    return train_on_cpu<Family>(o, model_flags.template of<Family>(), optimizer_flags);
   });
 }
 

@@ -59,9 +59,9 @@ struct trainer_config {
   std::size_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = one micro-batch of B·T
   batch_ramp_config batch_ramp{};      // grows the tokens per step to that (trainer/batch_ramp.hpp)
   optim::lr_schedule schedule{};       // its total_steps is ignored: the run is `steps` long
-  // Global gradient-norm clipping threshold, 0 = off: the reducer's clipping step takes the norm of
-  // the summed gradients, and the optimizer's update scales them by grad_clip / norm when
-  // norm > grad_clip > 0 (optim::clip_factor). float, as the threshold always was.
+  // Global gradient-norm clipping threshold, 0 = off: the trainer's clipping step takes the norm of
+  // the summed gradients (optim/grad_clip.hpp), and the optimizer's update scales them by grad_clip
+  // / norm when norm > grad_clip > 0 (optim::clip_factor). float, as the threshold always was.
   float grad_clip = 1.0f;
   int eval_every = 0;       // 0 = never (except at the end when a val source exists)
   int eval_batches = 20;    // validation batches per evaluation
@@ -142,7 +142,10 @@ inline std::vector<config_problem> check(const trainer_config& cfg, const run_sh
                                                           std::to_string(step_tokens(cfg, shape)));
   if (cfg.eval_every < 0)
     problem("trainer_config.eval_every", "must be >= 0: " + std::to_string(cfg.eval_every));
-  if (shape.has_validation && cfg.eval_batches <= 0)
+  // One rule, whatever else is configured: whether a validation source exists is another
+  // setting, and a value's check never depends on another setting (a program would otherwise
+  // accept --eval-batches 0 with one combination of flags and refuse it with another).
+  if (cfg.eval_batches <= 0)
     problem("trainer_config.eval_batches", "must be positive: " + std::to_string(cfg.eval_batches));
   if (shape.has_validation &&
       (shape.val_batch_size != shape.batch_size || shape.val_seq_len != shape.seq_len))

@@ -1,5 +1,5 @@
-// train/cuda.cu — gpt_fineweb's `--device cuda`: the training driver (driver.hpp) with the CUDA
-// device policy, for the --arch model family and the --optimizer family (families/registry.hpp):
+// train/cuda_entry.cuh — gpt_fineweb's `--device cuda`: the training driver (driver.hpp) with the
+// CUDA device policy, for one model family and the --optimizer family (families/registry.hpp):
 //
 //   trainer<mmap_token_source, prefetch::pinned<4>, cuda_policies<M>::model_type,
 //           cuda_policies<O>::optimizer_type, Checkpointer[, Reducer]>
@@ -16,6 +16,11 @@
 // checkpoints with --ckpt-mode sync). The CPU twins of all this are in train/cpu.hpp. Compiled by
 // nvcc: nothing here may include Eigen (the families' host halves are compiled outside nvcc only).
 // Library errors propagate to the program's one error path (command.hpp): one line and exit code 2.
+// This header defines train/entry.hpp's train_on_cuda; each family's CUDA translation unit
+// (families/<name>_cuda.cu) includes it and expands GPT_FINEWEB_CUDA_COMPOSITION(Family) once, so
+// the CUDA compositions compile apart, in parallel, and an edit to one family's CUDA model
+// rebuilds that family's unit only.
+#pragma once
 #include <iostream>
 #include <optional>
 #include <string>
@@ -32,8 +37,8 @@
 #include <trainkit/prefetch/pinned_prefetcher.hpp>
 
 #include "../families/registry.hpp"
-#include "cuda.hpp"
 #include "driver.hpp"
+#include "entry.hpp"
 
 // ---- data parallelism on GPUs (--reducer nccl; built where CMake found NCCL and MPI) ----
 #if defined(TRAINKIT_HAS_NCCL)
@@ -46,10 +51,10 @@
 #endif
 // ---- end data parallelism ----
 
-namespace tk = trainkit;
-
 namespace gpt_fineweb {
-namespace {
+namespace cuda_composition {
+
+namespace tk = trainkit;
 
 using cuda_async_checkpointer =
     tk::checkpoint::basic_asio_checkpointer<tk::checkpoint::cuda_stager>;
@@ -115,7 +120,7 @@ struct cuda_device {
 #if defined(TRAINKIT_HAS_NCCL)
 /// Makes the GPU of this rank's node-local rank current (one rank per GPU), before the model,
 /// the prefetcher's pinned ring and the communicator are made on it.
-void select_rank_gpu(const train_options& o, const mpi_ranks& ranks) {
+inline void select_rank_gpu(const train_options& o, const mpi_ranks& ranks) {
   const int local = node_local_rank(), gpus = tk::cuda::device_count();
   if (local >= gpus)
     throw tk::config_error("--reducer " + o.reducer + ": rank " + std::to_string(ranks.rank) +
@@ -198,30 +203,38 @@ int run_train_nccl(const train_options& o, const typename ModelFamily::flags& mo
 #endif
 // ---- end data parallelism ----
 
-}  // namespace
+}  // namespace cuda_composition
 
-int run_train_cuda(const train_options& o, const model_family_flags& model_flags,
-                   const optimizer_family_flags& optimizer_flags) {
-  return visit_family(model_families{}, o.arch, "--arch", [&]<class ModelFamily>() {
-    return visit_family(
-        optimizer_families{}, o.optimizer, "--optimizer", [&]<class OptimizerFamily>() {
-          if constexpr (!has_cuda_policies<ModelFamily>) {
-            throw tk::config_error("--device cuda: --arch " + o.arch + " has no CUDA model yet");
-            return 2;
-          } else if constexpr (!has_cuda_policies<OptimizerFamily>) {
-            throw tk::config_error("--device cuda: --optimizer " + o.optimizer +
-                                   " has no CUDA optimizer yet");
-            return 2;
-          } else {
-            const auto& mf = model_flags.template of<ModelFamily>();
-            const auto& of = optimizer_flags.template of<OptimizerFamily>();
-            if (o.reducer == "nccl" || o.reducer == "nccl-zero1")
-              return run_train_nccl<ModelFamily, OptimizerFamily>(o, mf, of);
-            using device = cuda_device<ModelFamily>;
-            return train_driver<device, OptimizerFamily>(o, device(o, mf), of).run();
-          }
-        });
-  });
+template <class ModelFamily>
+int train_on_cuda(const train_options& o, const typename ModelFamily::flags& model_flags,
+                  const optimizer_family_flags& optimizer_flags) {
+  namespace tk = trainkit;
+  using namespace cuda_composition;
+  return visit_family(
+      optimizer_families{}, o.optimizer, "--optimizer", [&]<class OptimizerFamily>() {
+        if constexpr (!has_cuda_policies<ModelFamily>) {
+          throw tk::config_error("--device cuda: --arch " + o.arch + " has no CUDA model yet");
+          return 2;
+        } else if constexpr (!has_cuda_policies<OptimizerFamily>) {
+          throw tk::config_error("--device cuda: --optimizer " + o.optimizer +
+                                 " has no CUDA optimizer yet");
+          return 2;
+        } else {
+          const auto& of = optimizer_flags.template of<OptimizerFamily>();
+          if (o.reducer == "nccl" || o.reducer == "nccl-zero1")
+            return run_train_nccl<ModelFamily, OptimizerFamily>(o, model_flags, of);
+          using device = cuda_device<ModelFamily>;
+          return train_driver<device, OptimizerFamily>(o, device(o, model_flags), of).run();
+        }
+      });
 }
 
 }  // namespace gpt_fineweb
+
+/// train_on_cuda for `Family` (a model family registered in families/registry.hpp), instantiated
+/// here: one line in the family's CUDA translation unit.
+#define GPT_FINEWEB_CUDA_COMPOSITION(Family)                                     \
+  namespace gpt_fineweb {                                                        \
+  template int train_on_cuda<Family>(const train_options&, const Family::flags&, \
+                                     const optimizer_family_flags&);             \
+  }

@@ -1,0 +1,11 @@
+// families/llama_cpu.cpp — the llama family's whole CPU composition in one translation unit: CPU
+// training with every optimizer family, reducer and checkpointer, sampling, eval and the Hugging
+// Face conversions (train/host_entry.hpp). Compiled apart from the other families and from
+// main.cpp (train/entry.hpp says why); docs/build_time.md has the figures.
+// Only this family's model halves are compiled here (families/family.hpp).
+#define GPT_FINEWEB_FAMILY_UNIT 1
+#define GPT_FINEWEB_UNIT_llama 1
+
+#include "../train/host_entry.hpp"
+
+GPT_FINEWEB_HOST_COMPOSITION(llama_family)

@@ -1,0 +1,10 @@
+// families/llama_cuda.cu — the llama family's CUDA training composition in one translation unit
+// (nvcc: train/cuda_entry.cuh), compiled apart from the other families and from main.cpp
+// (train/entry.hpp says why); docs/build_time.md has the figures.
+// Only this family's model halves are compiled here (families/family.hpp).
+#define GPT_FINEWEB_FAMILY_UNIT 1
+#define GPT_FINEWEB_UNIT_llama 1
+
+#include "../train/cuda_entry.cuh"
+
+GPT_FINEWEB_CUDA_COMPOSITION(llama_family)
