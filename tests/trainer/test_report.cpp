@@ -4,10 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <trainkit/trainer/metrics.hpp>
 #include <trainkit/trainer/report.hpp>
+#include <trainkit/trainer/sinks/console.hpp>
 
 namespace tk = trainkit;
 
@@ -119,6 +122,32 @@ TEST(Report, ComputeBoundEvidenceSaysHowFarFromPeak) {
   // The library names the config field; the program maps it to its flag.
   EXPECT_NE(tk::format_summary(unknown).find("summary_context.peak_tflops"), std::string::npos);
   EXPECT_EQ(tk::format_summary(unknown).find("--"), std::string::npos);
+}
+
+// Nothing runs above its peak: a step over 100% of the assumed peak (a CPU faster than the table's
+// placeholder, a wrong device name) is not stated as a measurement, even where the mean is below
+// 100%; the sentence names the field to fix and the peak that would be consistent.
+TEST(Report, MfuAboveThePeakIsNotStated) {
+  std::vector<tk::step_metrics> s;
+  for (int i = 1; i <= 6; ++i) s.push_back(step(i, 100));
+  s[3].mfu = 1.3;  // one steady step at 130% of the 2 TFLOP/s peak
+  const auto r = tk::summarize(s, {}, {.peak_tflops = 2.0, .dtype = ""});
+  EXPECT_LT(r.mfu, 1.0);
+  EXPECT_DOUBLE_EQ(r.max_step_mfu, 1.3);
+  const std::string text = tk::format_summary(r);
+  EXPECT_NE(text.find("MFU not stated: steps reach 130% of the dense peak 2 TFLOP/s"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mfu_settings.peak_tflops; 2.6 TFLOP/s or more"), std::string::npos) << text;
+  EXPECT_EQ(text.find("MFU 5"), std::string::npos) << text;  // no figure beside it
+
+  std::ostringstream out;
+  tk::console_sink console(out, {.log_every = 1}, 6);
+  console.on_step(s[3]);
+  console.on_step(s[4]);
+  EXPECT_NE(out.str().find("MFU n/a (peak too low)"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("MFU 130"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("MFU 50.0%"), std::string::npos) << out.str();
 }
 
 TEST(Report, CalibratedMfuIsReportedBesideTheTablePeak) {

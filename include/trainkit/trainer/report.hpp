@@ -79,6 +79,7 @@ struct run_summary {
   double mfu = 0;                // NaN when the device's peak is unknown
   double peak_tflops = 0;        // the peak MFU is taken against (0 = unknown)
   double mfu_calibrated = NAN;   // against the measured GEMM rate (calibration), NaN if none
+  double max_step_mfu = NAN;     // the highest steady step's MFU: above 1, the peak is wrong
   double calibrated_tflops = 0;  // that measured rate (0 = not measured)
   std::string peak_label;        // e.g. "dense bf16 peak"; names what peak_tflops is
   std::array<phase_share, phase_table.size()> phases{};  // in phase_table order
@@ -139,6 +140,7 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
     tokens += double(m.tokens);
     flops_ms += m.tflops * m.dt_ms;
     mfu_ms += m.mfu * m.dt_ms;  // NaN (unknown peak) stays NaN
+    if (std::isfinite(m.mfu) && !(m.mfu <= r.max_step_mfu)) r.max_step_mfu = m.mfu;
     cal_ms += m.mfu_calibrated * m.dt_ms;
     for (std::size_t i = 0; i < phase_table.size(); ++i) ms[i] += m.*phase_table[i].field;
   }
@@ -216,6 +218,14 @@ inline run_summary summarize(std::span<const step_metrics> steps, const verdict_
 /// GEMM actually reaches on this machine.
 inline std::string mfu_sentence(const run_summary& r) {
   using detail::format;
+  // Nothing runs above its peak: a step over it says the assumed peak is wrong, not the run.
+  const double top = std::isfinite(r.max_step_mfu) ? std::max(r.max_step_mfu, r.mfu) : r.mfu;
+  if (r.peak_tflops > 0 && std::isfinite(top) && top > 1.0)
+    return format(
+        "MFU not stated: steps reach %.0f%% of the %s %.4g TFLOP/s assumed for this device, and "
+        "nothing runs above its peak, so that peak is too low for this machine (give its real "
+        "dense peak: mfu_settings.peak_tflops; %.4g TFLOP/s or more would be consistent)",
+        100 * top, r.peak_label.c_str(), r.peak_tflops, r.peak_tflops * top);
   std::string s = r.peak_tflops > 0 && std::isfinite(r.mfu)
                       ? format("MFU %.1f%% of the device's %s %.4g TFLOP/s", 100 * r.mfu,
                                r.peak_label.c_str(), r.peak_tflops)

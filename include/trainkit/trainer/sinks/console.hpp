@@ -58,8 +58,11 @@ class console_sink {
           line, sizeof line,
           "step %6llu/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s",
           (unsigned long long)m.step, steps_, m.loss, m.lr, m.grad_norm, m.dt_ms, m.tok_per_s);
+      // Nothing runs above its peak: a figure over 100% says the assumed peak is wrong, so it is
+      // not printed as a measurement (the end-of-run report says which input to fix).
       if (!std::isnan(m.mfu) && n > 0 && n < int(sizeof line))
-        n += std::snprintf(line + n, sizeof line - n, " | MFU %.1f%%", 100 * m.mfu);
+        n += m.mfu > 1.0 ? std::snprintf(line + n, sizeof line - n, " | MFU n/a (peak too low)")
+                         : std::snprintf(line + n, sizeof line - n, " | MFU %.1f%%", 100 * m.mfu);
       if (!std::isnan(m.val_loss) && n > 0 && n < int(sizeof line))
         std::snprintf(line + n, sizeof line - n, " | val %.4f", m.val_loss);
       say(std::string(line) + "\n");
