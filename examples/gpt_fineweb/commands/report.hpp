@@ -146,7 +146,7 @@ inline int report_trainkit_metrics(const report_options& o, std::ostream& out) {
   // The step lines' tflops is all ranks' together; their mfu is per device in files whose run
   // header says so ("mfu_per":"device: ..."), else (older files) all ranks' FLOP/s over one
   // device's peak, which the ranks (the header's world_size, or --gpus) divide.
-  const bool mfu_per_device = file.run && file.run->get("mfu_per").rfind("device", 0) == 0;
+  const bool mfu_per_device = file.run && file.run->mfu_is_per_device();
   int ranks = 1;
   std::string ranks_from = "assumed: the file has no run header; give --gpus if the run had more";
   if (file.run) {

@@ -92,6 +92,9 @@ struct run_header_fields {
     const auto it = numbers.find(key);
     return it == numbers.end() ? dflt : it->second;
   }
+  /// Whether the step lines' mfu is per device (to_json_header's mfu_per_device_text); otherwise
+  /// it is all ranks' FLOP/s over one device's peak, which the ranks divide.
+  bool mfu_is_per_device() const { return get("mfu_per") == mfu_per_device_text; }
 };
 
 /// A metrics file's steps plus what was skipped on the way.

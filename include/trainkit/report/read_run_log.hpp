@@ -147,9 +147,9 @@ inline run_log parse_trainkit_metrics(std::istream& in, const std::string& sourc
     if (std::isfinite(seq) && seq >= 1 && seq < 1 << 30) run.facts.seq = int(seq);
     if (std::isfinite(fpt) && fpt > 0) run.facts.flops_per_token = fpt;
     if (std::isfinite(peak) && peak > 0) run.facts.peak_tflops = peak;
-    // The lines' mfu is per device already (trainer/throughput.hpp); a header written before it
-    // was (this string, same release) counted every rank against one device's peak.
-    if (h.get("mfu_per") == "all ranks' FLOP/s over one device's peak" && run.facts.devices > 1)
+    // The lines' mfu is per device where the header says so (trainer/throughput.hpp); a header
+    // that does not (written before, same release) counted every rank against one device's peak.
+    if (!h.mfu_is_per_device() && run.facts.devices > 1)
       for (auto& st : run.steps) st.log_mfu /= run.facts.devices;
   }
   return run;

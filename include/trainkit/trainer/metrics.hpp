@@ -90,6 +90,11 @@ inline std::string json_string(std::string_view s) {
 /// entries come first; the measured keys after them win over a meta entry of the same name. The
 /// step lines' "tflops" is all ranks' together and their "mfu" is per device: tflops / world_size
 /// over one device's peak.
+/// The header's "mfu_per" since the step lines' mfu is per device (earlier headers of the same
+/// release said "all ranks' FLOP/s over one device's peak"); report/metrics_reader.hpp reads it.
+inline constexpr std::string_view mfu_per_device_text =
+    "device: all ranks' FLOP/s / world_size / one device's peak";
+
 inline std::string to_json_header(const run_header& h) {
   std::map<std::string, std::string> fields;  // key -> JSON value
   for (const auto& [k, v] : h.meta) fields[k] = detail::json_string(v);
@@ -105,8 +110,7 @@ inline std::string to_json_header(const run_header& h) {
   num("peak_tflops", h.peak_tflops > 0 ? h.peak_tflops : NAN, "%.6g");
   fields["device_name"] = detail::json_string(h.device);
   fields["dtype"] = detail::json_string(h.dtype);
-  fields["mfu_per"] =
-      detail::json_string("device: all ranks' FLOP/s / world_size / one device's peak");
+  fields["mfu_per"] = detail::json_string(std::string(mfu_per_device_text));
   std::string s = "{\"run\":{";
   bool first = true;
   for (const auto& [k, v] : fields) {
