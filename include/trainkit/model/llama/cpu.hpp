@@ -9,6 +9,13 @@
 // the checkpointers and the sampler treat both families alike; this file is the block: its kernels
 // (cpu/rmsnorm_rope_kernels.hpp, with the shared linear layers of cpu/kernels.hpp), the tensors
 // they read and the activations they keep (attention probabilities among them: L·B·H·T² values).
+//
+// The speedrun recipe's parts (llama_config::recipe; issue 38, docs/recipes.md) are computed here
+// when on, each from its kernel in model/recipe/: value embeddings mixed into v (before QK-norm
+// and RoPE, which touch only q and k), U-net skips (a decoder block's input kept apart, its
+// gradient routed back to the encoder output), sliding windows per layer from the step the trainer
+// sets (set_step), and the logit cap, which transformer_cpu applies (logit_cap()). Off, none of
+// them runs and the block computes what it did before they existed.
 #pragma once
 
 #include <algorithm>
