@@ -114,6 +114,12 @@ inline run_log parse_build_nanogpt_log(const detail::normalised_log& log,
     if (sc.lit("validation loss:") || (sc = {line}, sc.lit("HellaSwag accuracy:"))) {
       const bool hs = line.starts_with("HellaSwag");
       if (const auto v = sc.number()) {
+        // train_gpt2.py runs both at the same steps (step % 250 == 0 or the last), validation
+        // first: a HellaSwag line after a validation one is the same evaluation pass.
+        if (hs && !pending.empty() && run.events[pending.back()].what.empty()) {
+          run.events[pending.back()].what = "validation loss + HellaSwag";
+          continue;
+        }
         log_event e;
         e.kind = log_event::kind_t::eval;
         e.line = log.lines[n].line;
