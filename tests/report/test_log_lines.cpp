@@ -121,6 +121,8 @@ TEST(LogLines, NanoGptGenerations) {
   EXPECT_DOUBLE_EQ(early.steps[1].m.dt_ms, 563.15);
   EXPECT_TRUE(std::isnan(early.steps[0].log_mfu));
   EXPECT_EQ(early.skipped, 1u) << "the command line is skipped and counted";
+  EXPECT_EQ(early.facts.devices, 8) << "but it states the process count";
+  EXPECT_EQ(early.facts.devices_from, "the launch command in the log, line 1");
   const auto quoted = parse(
       "> 2023-03-22 09:31:56 iter 2990: loss 3.8853, time 1096.65ms, mfu 15.34%\n"
       "> \n"
@@ -269,6 +271,21 @@ TEST(LogLines, BuildNanoGpt) {
   EXPECT_EQ(run.events[0].timed_in, 0u) << "t0 precedes the evaluation: step 0's time has it";
   EXPECT_DOUBLE_EQ(run.steps[0].m.val_loss, 10.949);
   EXPECT_DOUBLE_EQ(run.steps[1].m.grad_norm, 14.7211);
+  // The video's chapters, commits 5265b20..7230096: print(f"step {i}, loss: {loss.item()}, dt:
+  // {dt:.2f}ms, tok/sec: {tokens_per_sec:.2f}") - lines as people pasted them (B 16, T 1024).
+  const auto early = parse(
+      "using device: cuda\n"
+      "loaded 338024 tokens\n"
+      "1 epoch = 20 batches\n"
+      "step 0, loss: 10.935468673706055, dt: 601.37ms, tok/sec: 27244.39\n"
+      "step 1, loss: 9.398317337036133, dt: 353.86ms, tok/sec: 46301.37\n"
+      "step 2, loss: 8.94157886505127, dt: 354.45ms, tok/sec: 46224.01\n");
+  EXPECT_EQ(early.format, rp::log_format::build_nanogpt);
+  ASSERT_EQ(early.steps.size(), 3u);
+  EXPECT_DOUBLE_EQ(early.steps[1].m.loss, 9.398317337036133);
+  EXPECT_DOUBLE_EQ(early.steps[2].m.dt_ms, 354.45);
+  EXPECT_DOUBLE_EQ(early.steps[2].log_tok_per_s, 46224.01);
+  EXPECT_EQ(early.skipped, 0u);
 }
 
 TEST(LogLines, NoStepLineQuotesTheFirstThreeLines) {
@@ -354,6 +371,41 @@ TEST(DeviceCount, PerDeviceMfuAndTheRefusal) {
       << text_out;
   EXPECT_EQ(text_out.find("MFU 2"), std::string::npos) << "no MFU figure above 100%";
   EXPECT_EQ(text_out.find("compute-bound"), std::string::npos) << text_out;
+}
+
+TEST(DeviceCount, ALaunchCommandPastedWithTheLogStatesTheCount) {
+  using rp::detail::launch_command_devices;
+  EXPECT_EQ(launch_command_devices("$ torchrun --standalone --nproc_per_node=8 train.py"), 8);
+  EXPECT_EQ(launch_command_devices("torchrun --standalone --nproc_per_node=2 train_gpt2.py"), 2);
+  // torchtitan's run_train.sh under `bash -x` (pytorch/torchtitan#931): "+ torchrun ...".
+  EXPECT_EQ(launch_command_devices("+ torchrun --nproc_per_node=8 --rdzv_backend c10d "
+                                   "--local-ranks-filter 0 --role rank --tee 3 -m train"),
+            8);
+  EXPECT_EQ(launch_command_devices("torchrun --nnodes=2 --nproc-per-node 4 train.py"), 8);
+  EXPECT_EQ(launch_command_devices("python -m torch.distributed.launch --nproc_per_node 4 t.py"),
+            4);
+  EXPECT_EQ(launch_command_devices("mpirun -np 8 ./train_gpt2cu -e d12"), 8);
+  // Not a count: an elastic range, a flag without a number, prose, another program.
+  EXPECT_FALSE(launch_command_devices("torchrun --nproc_per_node=gpu train.py"));
+  EXPECT_FALSE(launch_command_devices("set --nproc_per_node=8 when you run it"));
+  EXPECT_FALSE(launch_command_devices("python train.py --batch_size=8"));
+  // The build-nanogpt run on 2 x H100 (github.com/csabapalfi/build-nanogpt,
+  // out/train-2x-h100-quick.log): the command is the paste's first line, the tool prints no
+  // count, and the report reads 2 devices from it.
+  const auto run = parse(
+      "torchrun --standalone --nproc_per_node=2 train_gpt2.py\n"
+      "W1116 23:02:04.101000 749 torch/distributed/run.py:793] \n"
+      "total desired batch size: 524288\n"
+      "=> calculated gradient accumulation steps: 4\n"
+      "step     1 | loss: 10.902691 | lr 1.6783e-06 | norm: 14.8627 | dt: 1224.98ms | tok/sec: "
+      "427997.90\n"
+      "step     2 | loss: 10.803940 | lr 2.5175e-06 | norm: 14.4636 | dt: 1227.39ms | tok/sec: "
+      "427155.63\n");
+  EXPECT_EQ(run.facts.devices, 2);
+  const auto a = rp::analyze_run(run, {.model = "d12", .seq = 1024, .device = "H100"});
+  EXPECT_FALSE(a.devices_assumed);
+  EXPECT_EQ(a.devices, 2);
+  EXPECT_NEAR(a.mfu_median, d12_fpt() * 262144 / (a.summary.median_step_ms / 1e3) / 989e12, 1e-9);
 }
 
 TEST(DeviceCount, LlamaPresetsAndActiveParameters) {
