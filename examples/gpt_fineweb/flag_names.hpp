@@ -23,7 +23,7 @@ struct field_flag {
   std::string_view flag;   // as the user types it
 };
 
-inline constexpr std::array<field_flag, 30> field_flags{{
+inline constexpr std::array<field_flag, 31> field_flags{{
     // trainer_config (trainer/config.hpp), filled by make_trainer_config and checked by
     // trainkit::check
     {"trainer_config.steps", "--steps"},
@@ -39,6 +39,7 @@ inline constexpr std::array<field_flag, 30> field_flags{{
     {"trainer_config.ckpt_every", "--ckpt-every"},
     {"trainer_config.resume", "--resume"},
     {"trainer_config.grad_clip", "--grad-clip"},
+    {"trainer_config.mfu.peak_tflops", "--peak-tflops"},
     {"trainer_config.schedule.max_lr", "--lr"},
     {"trainer_config.schedule.warmup_steps", "--warmup"},
     {"trainer_config.schedule.final_lr_frac", "--final-lr-frac"},

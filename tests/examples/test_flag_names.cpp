@@ -159,6 +159,8 @@ TEST(FlagNames, TrainerCheckFieldsAreTheirFlags) {
   expect_flag_named(check([](tk::trainer_config& c) { c.grad_clip = -1; }),
                     "trainer_config.grad_clip",
                     "--grad-clip must be finite and >= 0 (0 = off): -1");
+  expect_flag_named(check([](tk::trainer_config& c) { c.mfu.peak_tflops = -5; }),
+                    "trainer_config.mfu.peak_tflops", "--peak-tflops must be finite and >= 0");
   expect_flag_named(check([](tk::trainer_config& c) { c.total_batch_tokens = 100; }),
                     "the training source's batch_size x seq_len",
                     "--total-batch-tokens 100 is not a multiple of --batch x --seq = 512");

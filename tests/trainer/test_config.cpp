@@ -95,6 +95,22 @@ TEST(TrainerConfigCheck, GradClipIsTheTrainersAndMustBeFiniteAndNonNegative) {
             "trainer_config.grad_clip must be finite and >= 0 (0 = off): -1");
 }
 
+TEST(TrainerConfigCheck, APeakGivenByHandMustBeFiniteAndNonNegative) {
+  tk::trainer_config cfg;
+  cfg.mfu.peak_tflops = 989.5;  // H100 SXM dense bf16
+  EXPECT_TRUE(tk::check(cfg, shape(4, 16)).empty());
+  for (const double bad : {-1.0, double(INFINITY), double(NAN)}) {
+    cfg.mfu.peak_tflops = bad;
+    const auto problems = tk::check(cfg, shape(4, 16));
+    ASSERT_EQ(problems.size(), 1u) << bad;
+    EXPECT_EQ(problems[0].field, "trainer_config.mfu.peak_tflops");
+  }
+  cfg.mfu.peak_tflops = -2;
+  EXPECT_EQ(tk::check(cfg, shape(4, 16))[0].message,
+            "trainer_config.mfu.peak_tflops must be finite and >= 0 (0 = the device's row of the "
+            "peak table): -2");
+}
+
 TEST(TrainerConfigCheck, BatchTokensAreCheckedAgainstEveryRank) {
   tk::trainer_config cfg;
   cfg.total_batch_tokens = 128;  // two micro-batches of 4 x 16 on one rank, but not on three

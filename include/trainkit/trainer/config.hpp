@@ -160,6 +160,11 @@ inline std::vector<config_problem> check(const trainer_config& cfg, const run_sh
     problem("trainer_config.grad_clip",
             "must be finite and >= 0 (0 = off): " + number_text(cfg.grad_clip));
 
+  if (!(cfg.mfu.peak_tflops >= 0.0) || !std::isfinite(cfg.mfu.peak_tflops))
+    problem("trainer_config.mfu.peak_tflops",
+            "must be finite and >= 0 (0 = the device's row of the peak table): " +
+                number_text(cfg.mfu.peak_tflops));
+
   const optim::lr_schedule& s = cfg.schedule;
   if (!(s.max_lr >= 0.0f) || !std::isfinite(s.max_lr))
     problem("trainer_config.schedule.max_lr", "must be finite and >= 0: " + number_text(s.max_lr));
