@@ -191,20 +191,22 @@ struct cuda_pass {
 
   // Flash or cuDNN attention of one layer over q | k | v rows (N, (H + 2·KV)·hs): out (N, C) and
   // the log-sum-exp per query-head row, kept for backward. (GPT-2's naive engine is its own.)
-  void attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int C, int H, int KV) const {
+  // window > 0: sliding-window causal attention (the recipe's short layers); 0: full causal.
+  void attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int C, int H, int KV,
+                         int window = 0) const {
     if (attention == cuda_attention::cudnn)
-      cudnn->forward(out, lse, qkv, B, T, C, H, KV, stream);
+      cudnn->forward(out, lse, qkv, B, T, C, H, KV, stream, window);
     else
-      kernels::flash_attention_forward(out, lse, qkv, B, T, C, H, KV, stream);
+      kernels::flash_attention_forward(out, lse, qkv, B, T, C, H, KV, stream, window);
   }
   void attention_backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                          const float* lse, int C, int H, int KV) const {
+                          const float* lse, int C, int H, int KV, int window = 0) const {
     if (attention == cuda_attention::cudnn)
-      cudnn->backward(dqkv, dout, qkv, out, lse, B, T, C, H, KV, stream);
+      cudnn->backward(dqkv, dout, qkv, out, lse, B, T, C, H, KV, stream, window);
     else
       kernels::flash_attention_backward(dqkv, slot<float>(plan.att_delta),
                                         slot<float>(plan.dq_accum), dout, qkv, out, lse, B, T, C, H,
-                                        KV, stream);
+                                        KV, stream, window);
   }
 };
 
