@@ -19,6 +19,14 @@
 // GQA (scores and the weighted sum run over all H query heads: 12·L·H·hs·T = 12·L·C·T), and N
 // leaves out the input embedding when the head is untied, for the reason GPT-2's N leaves out wpe:
 // a lookup is not a matrix product. A tied table is counted once (it is the head's matrix).
+//
+// The speedrun recipe's model parts (issue 38, docs/recipes.md) are `llama_config::recipe`
+// (llama_recipe), each off by default; off, the shape, layout, buckets, parameter count and FLOPs
+// are today's. Value embeddings and U-net skips add tensors after the head (value_embeds,
+// ve_lambdas, unet_weights; absent when off), whose gradients join the last bucket ("embeddings":
+// all of them are final only once the whole backward has run). Because a tied model has no
+// lm_head, a tensor's position in the layout is no longer always its llama_tensor index:
+// llama_tensor_offsets(cfg) maps the enum to offsets for every model of the family.
 #pragma once
 
 #include <array>
@@ -32,6 +40,7 @@
 #include "trainkit/core/error.hpp"
 #include "trainkit/core/step_protocol.hpp"
 #include "trainkit/core/tensor.hpp"
+#include "trainkit/model/recipe/window_schedule.hpp"
 #include "trainkit/model/transformer/layout.hpp"
 
 namespace trainkit::model {
@@ -45,6 +54,34 @@ enum class llama_mlp : std::uint8_t {
 constexpr std::string_view llama_mlp_name(llama_mlp m) noexcept {
   return m == llama_mlp::swiglu ? "swiglu" : "relu2";
 }
+
+/// The speedrun recipe's model parts (docs/recipes.md says where each default comes from); every
+/// one is off by default, and off computes today's numbers bit for bit.
+struct llama_recipe {
+  /// Value-embedding tables (0 = off): table i is added into the attention values of layer i and
+  /// of layer L − k + i, v ← λ₀·v + λ₁·E_i[token] with a learned (λ₀, λ₁) per such layer
+  /// (model/recipe/value_embeddings.hpp). At most L/2.
+  int value_embeddings = 0;
+  /// U-net skips: the output of encoder block i (i < L/2) is added, times a learned scalar, to the
+  /// input of block L − 1 − i (model/recipe/unet_skips.hpp). Needs L ≥ 2.
+  bool unet_skips = false;
+  /// Logit soft-cap (0 = off): the loss and the sampled logits are of cap·tanh(logits / cap)
+  /// (model/recipe/softcap_crossentropy.hpp).
+  float logit_cap = 0.0f;
+  /// Zero-initialised attention and MLP output projections and, untied, lm_head (an init option:
+  /// model/recipe/zero_init.hpp; the other tensors keep their draws).
+  bool zero_init_projections = false;
+  /// Sliding-window causal attention per layer and step (short_window 0 = off).
+  recipe::window_schedule windows;
+
+  friend bool operator==(const llama_recipe&, const llama_recipe&) = default;
+
+  /// Whether any part is on.
+  bool on() const noexcept {
+    return value_embeddings > 0 || unet_skips || logit_cap > 0.0f || zero_init_projections ||
+           windows.on();
+  }
+};
 
 /// Shape of a Llama-style model. Layers, heads and width have no sensible default: pick a preset.
 struct llama_config {
@@ -61,6 +98,7 @@ struct llama_config {
   bool tied_embeddings = false;   // lm_head is wte (no lm_head tensor)
   bool qk_norm = false;           // parameter-free RMSNorm of each q and k head before RoPE
   llama_mlp mlp = llama_mlp::swiglu;
+  llama_recipe recipe;  // the speedrun recipe's parts, all off by default
 
   friend bool operator==(const llama_config&, const llama_config&) = default;
 
@@ -69,9 +107,19 @@ struct llama_config {
   int qkv_rows() const noexcept { return (num_heads + 2 * num_kv_heads) * head_size(); }
   /// Rows of the MLP's input projection: 2F for SwiGLU (gate | up), F for ReLU².
   int fc_rows() const noexcept { return mlp == llama_mlp::swiglu ? 2 * hidden_size : hidden_size; }
+  /// Width of a value-embedding row: the value part of the fused projection, KV·hs.
+  int value_width() const noexcept { return num_kv_heads * head_size(); }
+  /// U-net skip weights: one per mirrored pair, L/2 (0 when off).
+  int unet_weights() const noexcept { return recipe.unet_skips ? num_layers / 2 : 0; }
+  /// Layers whose values get a value embedding: 2k (0 when off).
+  int value_embedding_layers() const noexcept { return 2 * recipe.value_embeddings; }
+  /// The attention window of `layer` at optimizer step `step`; ≥ any T when windows are off.
+  int attention_window(int layer, std::int64_t step) const noexcept {
+    return recipe.windows.window(layer, num_layers, step);
+  }
 
   /// "L=2 H=2 KV=1 C=128 F=384 V=50257 Vp=50304 maxT=1024 theta=10000 eps=1e-05 mlp=swiglu
-  /// untied" (qk_norm appended when on).
+  /// untied" (qk_norm and each recipe part appended when on).
   std::string to_string() const {
     auto num = [](float x) {
       char buf[32];
@@ -84,7 +132,27 @@ struct llama_config {
            " Vp=" + std::to_string(padded_vocab_size) + " maxT=" + std::to_string(max_seq_len) +
            " theta=" + num(rope_theta) + " eps=" + num(norm_eps) +
            " mlp=" + std::string(llama_mlp_name(mlp)) + (tied_embeddings ? " tied" : " untied") +
-           (qk_norm ? " qk_norm" : "");
+           (qk_norm ? " qk_norm" : "") + recipe_string(num);
+  }
+
+  /// " value_embeds=3 unet logit_cap=30 zero_init windows=128/1024" for the recipe parts that are
+  /// on (empty when none is).
+  template <class Num>
+  std::string recipe_string(Num num) const {
+    const llama_recipe& r = recipe;
+    std::string out;
+    if (r.value_embeddings > 0) out += " value_embeds=" + std::to_string(r.value_embeddings);
+    if (r.unet_skips) out += " unet";
+    if (r.logit_cap > 0.0f) out += " logit_cap=" + num(r.logit_cap);
+    if (r.zero_init_projections) out += " zero_init";
+    if (r.windows.on()) {
+      const recipe::window_schedule& w = r.windows;
+      out += " windows=" + std::to_string(w.short_window) + "/" + std::to_string(w.long_window);
+      if (!w.pattern.empty()) out += ":" + w.pattern;
+      if (w.grow_steps > 0)
+        out += " from " + std::to_string(w.start) + " over " + std::to_string(w.grow_steps);
+    }
+    return out;
   }
 
   /// SwiGLU's hidden width for width C: 8C/3 (the parameter count of a 4C GELU MLP), rounded up
@@ -159,6 +227,17 @@ struct llama_config {
       fail("norm_eps", "must be in (0, 1), got " + std::to_string(norm_eps));
     if (mlp != llama_mlp::swiglu && mlp != llama_mlp::relu_squared)
       fail("mlp", "is not swiglu or relu2: " + std::to_string(int(mlp)));
+    const llama_recipe& r = recipe;
+    if (r.value_embeddings < 0 || 2 * r.value_embeddings > num_layers)
+      fail("recipe.value_embeddings", "must be in [0, num_layers/2] (" +
+                                          std::to_string(num_layers) + " layers), got " +
+                                          std::to_string(r.value_embeddings));
+    if (r.unet_skips && num_layers < 2)
+      fail("recipe.unet_skips", "needs at least 2 layers, got " + std::to_string(num_layers));
+    if (!(r.logit_cap >= 0.0f) || !(r.logit_cap < 1e30f))
+      fail("recipe.logit_cap",
+           "must be finite and >= 0 (0 = off), got " + std::to_string(r.logit_cap));
+    r.windows.validate("llama_config.recipe.windows");
   }
 
   /// Elements of every parameter tensor, padded vocabulary rows included.
@@ -171,30 +250,46 @@ struct llama_config {
                                   + std::size_t(fc_rows()) * C     // fcw
                                   + C * std::size_t(hidden_size);  // fcprojw
     const std::size_t table = std::size_t(padded_vocab_size) * C;
-    return table + L * per_layer + C + (tied_embeddings ? 0 : table);
+    return table + L * per_layer + C + (tied_embeddings ? 0 : table) + recipe_parameters();
+  }
+
+  /// Elements of the recipe's tensors: the value-embedding tables (k, Vp, KV·hs), their mixing
+  /// weights (2k, 2) and the U-net weights (L/2); 0 when those parts are off.
+  std::size_t recipe_parameters() const {
+    return value_embedding_table_elements() + 2 * std::size_t(value_embedding_layers()) +
+           std::size_t(unet_weights());
+  }
+  std::size_t value_embedding_table_elements() const {
+    return std::size_t(recipe.value_embeddings) * std::size_t(padded_vocab_size) *
+           std::size_t(value_width());
   }
 
   /// Training FLOPs per token at sequence length T: 6·N + 12·L·C·T, N excluding the input
-  /// embedding of an untied model (file comment).
+  /// embedding of an untied model and the value-embedding tables (lookups; file comment).
   double flops_per_token(int T) const {
     const double table = double(padded_vocab_size) * channels;
-    const double n = double(num_parameters()) - (tied_embeddings ? 0.0 : table);
+    const double n = double(num_parameters()) - (tied_embeddings ? 0.0 : table) -
+                     double(value_embedding_table_elements());
     return 6.0 * n + 12.0 * double(num_layers) * channels * T;
   }
 };
 
-/// Indices of the Llama parameter tensors: position i of llama_parameter_layout (lm_head is absent
-/// from the layout of a tied model, so it must stay last).
+/// The Llama parameter tensors. Up to lm_head, index i is position i of llama_parameter_layout
+/// (lm_head is absent from a tied model's layout); the recipe's tensors follow, each present only
+/// when its part is on, so their positions vary: llama_tensor_offsets maps every index.
 enum class llama_tensor : std::size_t {
-  wte,       // (Vp, C) token embedding
-  ln1w,      // (L, C) attention RMSNorm gain
-  qkvw,      // (L, (H+2KV)·hs, C) q | k | v
-  attprojw,  // (L, C, C) attention output projection
-  ln2w,      // (L, C) MLP RMSNorm gain
-  fcw,       // (L, 2F, C) gate | up, or (L, F, C) for ReLU²
-  fcprojw,   // (L, C, F) MLP down projection
-  lnfw,      // (C) final RMSNorm gain
-  lm_head,   // (Vp, C) untied output head
+  wte,           // (Vp, C) token embedding
+  ln1w,          // (L, C) attention RMSNorm gain
+  qkvw,          // (L, (H+2KV)·hs, C) q | k | v
+  attprojw,      // (L, C, C) attention output projection
+  ln2w,          // (L, C) MLP RMSNorm gain
+  fcw,           // (L, 2F, C) gate | up, or (L, F, C) for ReLU²
+  fcprojw,       // (L, C, F) MLP down projection
+  lnfw,          // (C) final RMSNorm gain
+  lm_head,       // (Vp, C) untied output head
+  value_embeds,  // (k, Vp, KV·hs) value-embedding tables (recipe.value_embeddings = k > 0)
+  ve_lambdas,    // (2k, 2) (λ₀, λ₁) of each layer with a value embedding, in layer order
+  unet_weights,  // (L/2) U-net skip weights (recipe.unet_skips), decoder block order
   tensor_count
 };
 
@@ -216,8 +311,48 @@ inline std::vector<tensor_info> llama_parameter_layout(const llama_config& cfg) 
   b.add("fcprojw", {L, C, F}, tensor_role::matrix);
   b.add("lnfw", {C}, tensor_role::norm);
   if (!cfg.tied_embeddings) b.add("lm_head", {Vp, C}, tensor_role::head);
-  static_assert(std::size_t(llama_tensor::tensor_count) == 9);
+  // The recipe's tensors: tables are lookups (role embedding: AdamW, the embedding rate); the
+  // mixing and skip weights are scalars (role norm: AdamW, no decay, the scalar rate; never Muon).
+  if (const int k = cfg.recipe.value_embeddings; k > 0) {
+    b.add("value_embeds", {k, Vp, cfg.value_width()}, tensor_role::embedding);
+    b.add("ve_lambdas", {2 * k, 2}, tensor_role::norm);
+  }
+  if (cfg.recipe.unet_skips) b.add("unet_weights", {cfg.unet_weights()}, tensor_role::norm);
+  static_assert(std::size_t(llama_tensor::tensor_count) == 12);
   return std::move(b).take();
+}
+
+/// The offset llama_tensor_offsets gives a tensor the layout lacks.
+inline constexpr std::size_t llama_absent_tensor = ~std::size_t(0);
+
+/// Offset of each llama_tensor in the flat buffer (llama_tensor order); absent tensors (lm_head
+/// of a tied model, recipe parts that are off) get llama_absent_tensor.
+inline std::array<std::size_t, std::size_t(llama_tensor::tensor_count)> llama_tensor_offsets(
+    const llama_config& cfg) {
+  std::array<std::size_t, std::size_t(llama_tensor::tensor_count)> out;
+  out.fill(llama_absent_tensor);
+  const auto layout = llama_parameter_layout(cfg);
+  // Positions up to lm_head are the enum's; the rest by name.
+  std::size_t i = 0;
+  for (; i < layout.size() && i <= std::size_t(llama_tensor::lnfw); ++i) out[i] = layout[i].offset;
+  for (; i < layout.size(); ++i) {
+    const std::string& n = layout[i].name;
+    const llama_tensor t = n == "lm_head"        ? llama_tensor::lm_head
+                           : n == "value_embeds" ? llama_tensor::value_embeds
+                           : n == "ve_lambdas"   ? llama_tensor::ve_lambdas
+                                                 : llama_tensor::unet_weights;
+    out[std::size_t(t)] = layout[i].offset;
+  }
+  return out;
+}
+
+/// The index into ve_lambdas (pairs) of `layer`'s value embedding, or −1 for a layer without one:
+/// layers 0 … k−1 are pairs 0 … k−1, layers L−k … L−1 pairs k … 2k−1.
+inline int llama_ve_slot(const llama_config& cfg, int layer) noexcept {
+  const int k = cfg.recipe.value_embeddings, L = cfg.num_layers;
+  if (layer < k) return layer;
+  if (layer >= L - k) return k + layer - (L - k);
+  return -1;
 }
 
 /// The Llama gradient buckets in the order backward finishes them: "head" (the final RMSNorm and,
@@ -229,8 +364,15 @@ inline std::vector<gradient_bucket> llama_gradient_buckets(const llama_config& c
   auto i = [](llama_tensor t) { return std::size_t(t); };
   std::vector<std::size_t> head{i(lnfw)};
   if (!cfg.tied_embeddings) head.push_back(i(lm_head));
-  return transformer_gradient_buckets(llama_parameter_layout(cfg), cfg.num_layers, "head", head,
-                                      i(ln1w), i(fcprojw), {i(wte)});
+  const auto layout = llama_parameter_layout(cfg);
+  auto out = transformer_gradient_buckets(layout, cfg.num_layers, "head", head, i(ln1w), i(fcprojw),
+                                          {i(wte)});
+  // The recipe's tensors (after the head in the layout) join the last bucket: the tables and the
+  // mixing weights are final after layer 0's backward, the skip weights after the decoder half's.
+  const std::size_t first_recipe = std::size_t(i(lnfw)) + (cfg.tied_embeddings ? 1 : 2);
+  for (std::size_t t = first_recipe; t < layout.size(); ++t)
+    out.back().ranges.push_back({layout[t].offset, layout[t].numel()});
+  return out;
 }
 
 /// Index into llama_gradient_buckets of layer l's bucket.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -47,6 +48,11 @@ class llama_cpu_block {
   }
   static std::vector<gradient_bucket> gradient_buckets(const llama_config& cfg) {
     return llama_gradient_buckets(cfg);
+  }
+  /// Every tensor's offset: the recipe's optional tensors follow the head (llama/config.hpp).
+  static std::array<std::size_t, std::size_t(tensor::tensor_count)> tensor_offsets(
+      const llama_config& cfg) {
+    return llama_tensor_offsets(cfg);
   }
   /// The family's initialisation (llama/init.hpp), as llama_cuda's.
   static void initialize(const llama_config& cfg, std::uint64_t seed, std::span<Scalar> params) {

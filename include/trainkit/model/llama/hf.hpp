@@ -10,7 +10,8 @@
 //     padded rows); a tied model stores no lm_head (one stored on import must equal embed_tokens);
 //   - HF's RoPE is rotate-half over (i, i + hs/2) on q_proj's and k_proj's outputs as they are,
 //     which is what trainkit computes, so the weights need no permutation.
-// Variants transformers' Llama cannot compute (ReLU², QK-norm) are refused at export with a
+// Variants transformers' Llama cannot compute (ReLU², QK-norm, the speedrun recipe's value
+// embeddings, U-net skips, logit soft-cap and sliding windows) are refused at export with a
 // config_error naming the llama_config field; a config.json trainkit does not compute the same way
 // (another activation, biases, RoPE scaling, a head_dim other than hidden/heads) is refused at
 // import with a format_error naming the file and field. Export writes F32 (bit-exact round trip)
@@ -72,7 +73,8 @@ inline std::vector<hf_llama_tensor> hf_llama_layout(const llama_config& cfg) {
 }
 
 /// Throws config_error naming the llama_config field of a variant transformers' LlamaForCausalLM
-/// cannot compute (ReLU² MLP, QK-norm); validates `cfg` first.
+/// cannot compute (ReLU² MLP, QK-norm, the recipe's value embeddings, U-net skips, logit cap,
+/// sliding windows); validates `cfg` first.
 inline void check_hf_llama_exportable(const llama_config& cfg) {
   cfg.validate();
   if (cfg.mlp != llama_mlp::swiglu)
@@ -83,6 +85,18 @@ inline void check_hf_llama_exportable(const llama_config& cfg) {
     throw config_error(
         "llama_config.qk_norm is on: Hugging Face's LlamaForCausalLM has no "
         "QK-norm, so this model cannot be exported as one");
+  // The speedrun recipe's parts that change what the model computes (a zero init does not).
+  const llama_recipe& r = cfg.recipe;
+  const char* part = r.value_embeddings > 0 ? "value_embeddings"
+                     : r.unet_skips         ? "unet_skips"
+                     : r.logit_cap > 0.0f   ? "logit_cap"
+                     : r.windows.on()       ? "windows"
+                                            : nullptr;
+  if (part)
+    throw config_error("llama_config.recipe." + std::string(part) +
+                       " is on: Hugging Face's LlamaForCausalLM has no value embeddings, U-net "
+                       "skips, logit soft-cap or sliding windows, so this model cannot be "
+                       "exported as one");
 }
 
 /// config.json for LlamaForCausalLM of shape `cfg`. RoPE θ is written both as transformers 5's

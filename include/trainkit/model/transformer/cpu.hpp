@@ -137,7 +137,10 @@ class transformer_cpu {
         block_(config_) {
     params_.assign(config_.num_parameters(), Scalar(0));
     grads_.assign(params_.size(), Scalar(0));
-    for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
+    if constexpr (requires { Block::tensor_offsets(config_); })
+      offsets_ = Block::tensor_offsets(config_);  // the block maps its enum (optional tensors)
+    else
+      for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
     head_ = Block::head(config_);
     check_buckets_tile(buckets_, params_.size(), std::string(Block::model_name).c_str());
     if (buckets_.size() != std::size_t(config_.num_layers) + 2)
