@@ -14,6 +14,14 @@
 // detail/llama_cuda_twins.hpp), the RoPE table on the device, and the embedding gradient from the
 // device token buckets.
 //
+// The speedrun recipe (llama_config::recipe, issue 38): sliding-window attention per layer and
+// step (the window of cfg.attention_window(layer, step), the step set by set_step before a step's
+// micro-steps; both flash and cuDNN take it), the logit soft-cap (the classifier's cap), zero-init
+// projections (llama_cpu's initialisation, which this model starts from) and the recipe tensors'
+// places (llama_tensor_offsets). Value embeddings and U-net skips are refused for now (their
+// kernels, model/cuda/recipe.cuh, exist; the model does not call them yet). None of it has run on
+// a GPU.
+//
 // Not offered here (gpt2_cuda has them): activation recomputation, CUDA graphs, the naive
 // attention (GQA lives in flash and cuDNN only; flash or cuDNN keep no T×T matrix) and the atomic
 // embedding backward. Gradients are bf16, one rounding per element per micro-batch, as gpt2_cuda's
@@ -24,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -104,6 +113,15 @@ class llama_cuda_block {
     return cfg.tied_embeddings ? tensor::wte : tensor::lm_head;
   }
   static int kv_heads(const llama_config& cfg) noexcept { return cfg.num_kv_heads; }
+  /// Where each llama_tensor lives (the recipe's optional tensors move with the head's presence).
+  static std::array<std::size_t, std::size_t(tensor::tensor_count)> tensor_offsets(
+      const llama_config& cfg) {
+    return llama_tensor_offsets(cfg);
+  }
+  /// The recipe's logit soft-cap (0 = off), applied in the classifier's cross-entropy.
+  static float logit_cap(const llama_config& cfg) noexcept { return cfg.recipe.logit_cap; }
+  /// The optimizer step of the next micro-steps: the recipe's windows grow with it.
+  void set_step(std::int64_t step) noexcept { step_ = step; }
 
   // The shape the kernels can run, each refusal naming the llama_config field.
   static llama_config validated(const llama_config& cfg) {
@@ -122,6 +140,13 @@ class llama_cuda_block {
            "needs head size at most 256 (head_rmsnorm), got " + std::to_string(cfg.head_size()));
     if (cfg.hidden_size % 8 != 0)
       fail("hidden_size", std::to_string(cfg.hidden_size) + " must be a multiple of 8");
+    const std::string not_wired =
+        " is not wired into the CUDA model yet (its kernels are in model/cuda/recipe.cuh); train "
+        "it on the CPU (--device cpu) or turn it off";
+    if (cfg.recipe.value_embeddings > 0)
+      fail("recipe.value_embeddings",
+           "= " + std::to_string(cfg.recipe.value_embeddings) + not_wired);
+    if (cfg.recipe.unet_skips) fail("recipe.unet_skips", not_wired);
     return cfg;
   }
 
@@ -191,7 +216,7 @@ class llama_cuda_block {
     p.linear_forward(v.qkvr, v.ln1, p.param(qkvw) + lc * D, N, C, D);
     if (config_.qk_norm) kernels::head_rmsnorm_forward(v.qkvr, v.qk_rstd, N, H + KV, hs, D, eps, s);
     kernels::rope_forward(v.qkvr, rope_, N, T, H, KV, hs, s);
-    p.attention_forward(v.atty, v.lse, v.qkvr, C, H, KV);
+    p.attention_forward(v.atty, v.lse, v.qkvr, C, H, KV, window(l));
     p.linear_forward(proj, v.atty, p.param(attprojw) + lc * C, N, C, C);
     kernels::rmsnorm_forward(v.res2, v.ln2, v.ln2_rstd, x, proj, p.param(ln2w) + lc, N, C, eps,
                              s);  // res2 = x + proj, ln2 = RMSNorm(res2)
@@ -249,7 +274,7 @@ class llama_cuda_block {
     // Attention: res2 = x + attention(rope(qk_norm(ln1 · qkvwᵀ))) · attprojwᵀ
     p.linear_backward(datty, p.grad(attprojw) + lc * C, dres, v.atty, p.param(attprojw) + lc * C, N,
                       C, C);
-    p.attention_backward(dqkv, datty, v.qkvr, v.atty, v.lse, C, H, KV);
+    p.attention_backward(dqkv, datty, v.qkvr, v.atty, v.lse, C, H, KV, window(l));
     // QK-norm's backward in the rotated frame, then the inverse rotation (llama_cpu's order:
     // the parameter-free RMSNorm commutes with the rotation).
     if (config_.qk_norm)
@@ -297,12 +322,20 @@ class llama_cuda_block {
     return v;
   }
 
+  // Layer l's attention window at the current step: 0 (full causal, today's kernels) when the
+  // recipe's windows are off or reach past any sequence.
+  int window(int l) const noexcept {
+    if (!config_.recipe.windows.on()) return 0;
+    return config_.attention_window(l, step_);
+  }
+
   // Layer l's input: the embedding for l = 0, else layer l-1's output.
   const bf16_t* input_of(const pass& p, int l) const {
     return l == 0 ? p.slot<bf16_t>(p.plan.encoded) : layer(p, l - 1).res3;
   }
 
   llama_config config_;
+  std::int64_t step_ = 0;  // set_step: the recipe's window schedule reads it
   trainkit::cuda::device_buffer<float> rope_cos_, rope_sin_;  // (max_T, hs/2)
   kernels::rope_device_table rope_;
   kernels::device_token_buckets token_buckets_;
