@@ -187,8 +187,10 @@ TEST(LlamaCuda, CudnnMatchesCpu) {
 // The speedrun recipe's CUDA parts on against llama_cpu with the same recipe (issue 38): sliding
 // windows (short 64 / long 128 at T = 200, windows growing from 64 over 10 steps, read at step 3),
 // the logit soft-cap (30, in the classifier), zero-initialised projections (llama_cpu's init, which
-// the CUDA model starts from), tied and untied heads (the recipe tensors' offsets). With flash and,
-// when linked, cuDNN. Never run (no device); it needs llama_cpu's recipe wiring (helper i38c).
+// the CUDA model starts from), tied and untied heads (the recipe tensors' offsets), value
+// embeddings (1 and 2 tables: layers 0, L−1 and 0, 1, L−2, L−1) and U-net skips (even and odd
+// depth), each alone and all together. With flash and, when linked, cuDNN. Never run (no
+// device); it needs llama_cpu's recipe wiring (helper i38c).
 TEST(LlamaCuda, RecipeMatchesCpu) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   llama_config c = small(4, 4, 2);
@@ -203,6 +205,17 @@ TEST(LlamaCuda, RecipeMatchesCpu) {
   compare_with_cpu(c, 1, 200, {}, /*step=*/3);
   c.tied_embeddings = true;
   compare_with_cpu(c, 1, 130);
+  llama_config ve = small(4, 4, 2);
+  ve.recipe.value_embeddings = 1;
+  compare_with_cpu(ve, 2, 64);
+  llama_config unet = small(4, 4, 2);
+  unet.recipe.unet_skips = true;
+  compare_with_cpu(unet, 2, 64);
+  unet.num_layers = 5;  // odd: the middle block has no skip
+  compare_with_cpu(unet, 1, 64);
+  c.recipe.value_embeddings = 2;
+  c.recipe.unet_skips = true;
+  compare_with_cpu(c, 2, 130, {}, 3);
   if (trainkit::model::kernels::cudnn_attention_factory()) {
     llama_cuda_options opt;
     opt.attention = gpt2_attention::cudnn;
@@ -398,13 +411,10 @@ TEST(LlamaCuda, RefusesWhatItCannotRunNamingTheField) {
   expect_refusal(odd_f, {}, "llama_config.hidden_size");
   llama_config bad_kv = small(2, 4, 3);
   expect_refusal(bad_kv, {}, "llama_config.num_kv_heads");
-  // The recipe parts the CUDA model does not run yet are refused, not ignored.
+  // The recipe's own checks come first too.
   llama_config ve = small(2, 2, 1);
-  ve.recipe.value_embeddings = 1;
+  ve.recipe.value_embeddings = 2;  // more than num_layers / 2
   expect_refusal(ve, {}, "llama_config.recipe.value_embeddings");
-  llama_config unet = small(2, 2, 1);
-  unet.recipe.unet_skips = true;
-  expect_refusal(unet, {}, "llama_config.recipe.unet_skips");
 }
 
 }  // namespace

@@ -53,12 +53,12 @@ TEST(CudaRecipeKernels, ValueMixMatchesTwin) {
     auto saved = poisoned(want_saved.size()), scaled = poisoned(want_scaled.size());
     auto dl = to_device(fvec{0.5f, -0.25f});
     auto part = poisoned_f32(partials.size());
-    k::value_mix_forward(dev(dv_), ld, dev(saved), dev(dtab), dtok.data(), N, C, dev(dlam),
+    k::value_mix_forward(dev(dv_), ld, dev(saved), dev(dtab), dtok.data(), N, C, V, dev(dlam),
                          nullptr);
     EXPECT_LT(relative_error(to_host(dv_), want_v), tol_twin) << N << "x" << C;
     EXPECT_EQ(to_host(saved), want_saved) << "the unmixed values, as they were";
     k::value_mix_backward(dev(dg), ld, dev(scaled), dev(dl), part.data(), dev(saved), dev(dtab),
-                          dtok.data(), N, C, dev(dlam), nullptr);
+                          dtok.data(), N, C, V, dev(dlam), nullptr);
     EXPECT_LT(relative_error(to_host(dg), want_dv), tol_twin);
     EXPECT_LT(relative_error(to_host(scaled), want_scaled), tol_twin);
     const fvec got_dl = to_host(dl);
@@ -102,7 +102,7 @@ TEST(CudaRecipeKernels, SkipAddMatchesTwinAndRepeatsBitForBit) {
 TEST(CudaRecipeKernels, RejectsMisalignedShapes) {
   // No device: the checks run before any launch.
   EXPECT_THROW(
-      k::value_mix_forward(nullptr, 12, nullptr, nullptr, nullptr, 4, 12, nullptr, nullptr),
+      k::value_mix_forward(nullptr, 12, nullptr, nullptr, nullptr, 4, 12, 10, nullptr, nullptr),
       trainkit::config_error);
   EXPECT_THROW(k::skip_add_forward(nullptr, nullptr, 12, nullptr, nullptr), trainkit::config_error);
 }

@@ -44,7 +44,8 @@ static_assert(detail::recipe_pack == pack);
 template <class = void>
 __global__ void __launch_bounds__(recipe_detail::threads)
     value_mix_forward_kernel(bf16_t* v, std::int64_t ld_v, bf16_t* v_saved, const bf16_t* table,
-                             const std::int32_t* tokens, int N, int C, const bf16_t* lambda) {
+                             const std::int32_t* tokens, int N, int C, int V,
+                             const bf16_t* lambda) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int per_row = C / pack;
   if (i >= std::int64_t(N) * per_row) return;
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(recipe_detail::threads)
   const int c = int(i % per_row) * pack;
   const float l0 = __bfloat162float(lambda[0]), l1 = __bfloat162float(lambda[1]);
   bf16x8 x = load8(v + n * ld_v + c);
-  const bf16x8 e = load8(table + std::int64_t(tokens[n]) * C + c);
+  const std::int32_t t = tokens[n];  // out of range: flagged by the embedding, read as zeros here
+  const bf16x8 e = t >= 0 && t < V ? load8(table + std::int64_t(t) * C + c) : bf16x8{};
   store8(v_saved + n * C + c, x);
 #pragma unroll
   for (int k = 0; k < pack; ++k)
@@ -65,7 +67,8 @@ template <class = void>
 __global__ void __launch_bounds__(recipe_detail::threads)
     value_mix_backward_kernel(bf16_t* dv, std::int64_t ld_dv, bf16_t* scaled, float* partials,
                               const bf16_t* v_saved, const bf16_t* table,
-                              const std::int32_t* tokens, int N, int C, const bf16_t* lambda) {
+                              const std::int32_t* tokens, int N, int C, int V,
+                              const bf16_t* lambda) {
   __shared__ float scratch[warp_size];
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int per_row = C / pack;
@@ -76,7 +79,8 @@ __global__ void __launch_bounds__(recipe_detail::threads)
     const float l0 = __bfloat162float(lambda[0]), l1 = __bfloat162float(lambda[1]);
     bf16x8 g = load8(dv + n * ld_dv + c), s;
     const bf16x8 x = load8(v_saved + n * C + c);
-    const bf16x8 e = load8(table + std::int64_t(tokens[n]) * C + c);
+    const std::int32_t t = tokens[n];
+    const bf16x8 e = t >= 0 && t < V ? load8(table + std::int64_t(t) * C + c) : bf16x8{};
 #pragma unroll
     for (int k = 0; k < pack; ++k) {
       const float d = __bfloat162float(g.v[k]);
@@ -164,16 +168,17 @@ inline std::size_t skip_add_partial_floats(std::size_t n) {
 }
 
 /// v (N rows of C, ld_v apart) ← λ₀·v + λ₁·table[tokens] in place; v_saved (N, C) ← v first.
-/// lambda: 2 bf16 on the device. Tokens must be in [0, V) (the embedding forward flags others).
+/// table (V or more rows of C); lambda: 2 bf16 on the device. A token outside [0, V) reads a zero
+/// row (the embedding forward flags it and the step reports it).
 inline void value_mix_forward(bf16_t* v, std::int64_t ld_v, bf16_t* v_saved, const bf16_t* table,
-                              const std::int32_t* tokens, int N, int C, const bf16_t* lambda,
+                              const std::int32_t* tokens, int N, int C, int V, const bf16_t* lambda,
                               cudaStream_t s) {
   recipe_detail::check("value_mix_forward", C, ld_v, v, v_saved);
   const std::size_t chunks = std::size_t(N) * std::size_t(C / pack);
   if (chunks == 0) return;
   value_mix_forward_kernel<>
       <<<ceil_div(chunks, std::size_t(recipe_detail::threads)), recipe_detail::threads, 0, s>>>(
-          v, ld_v, v_saved, table, tokens, N, C, lambda);
+          v, ld_v, v_saved, table, tokens, N, C, V, lambda);
   TRAINKIT_CUDA_CHECK_LAUNCH("value_mix_forward_kernel");
 }
 
@@ -182,13 +187,13 @@ inline void value_mix_forward(bf16_t* v, std::int64_t ld_v, bf16_t* v_saved, con
 /// bf16) += (Σ v_saved·dv, Σ table[tokens]·dv). partials: value_mix_partial_floats(N, C) floats.
 inline void value_mix_backward(bf16_t* dv, std::int64_t ld_dv, bf16_t* scaled, bf16_t* dlambda,
                                float* partials, const bf16_t* v_saved, const bf16_t* table,
-                               const std::int32_t* tokens, int N, int C, const bf16_t* lambda,
-                               cudaStream_t s) {
+                               const std::int32_t* tokens, int N, int C, int V,
+                               const bf16_t* lambda, cudaStream_t s) {
   recipe_detail::check("value_mix_backward", C, ld_dv, dv, scaled);
   const std::size_t blocks = detail::recipe_blocks(std::size_t(N) * std::size_t(C));
   if (blocks == 0) return;
   value_mix_backward_kernel<><<<blocks, recipe_detail::threads, 0, s>>>(
-      dv, ld_dv, scaled, partials, v_saved, table, tokens, N, C, lambda);
+      dv, ld_dv, scaled, partials, v_saved, table, tokens, N, C, V, lambda);
   TRAINKIT_CUDA_CHECK_LAUNCH("value_mix_backward_kernel");
   add_partials_kernel<><<<1, warp_size, 0, s>>>(dlambda, partials, int(blocks), 2);
   TRAINKIT_CUDA_CHECK_LAUNCH("add_partials_kernel");
