@@ -66,11 +66,20 @@ inline constexpr std::array<field_flag, 30> field_flags{{
 
 /// The fields the registered families' own flags fill (families/llama.hpp, families/muon.hpp),
 /// kept apart from the table above so that a family's rows come and go with the family.
-inline constexpr std::array<field_flag, 13> family_field_flags{{
+inline constexpr std::array<field_flag, 22> family_field_flags{{
     // llama_config (model/llama/config.hpp), filled by families/llama.hpp
     {"llama_config.num_kv_heads", "--kv-heads"},
     {"llama_config.mlp", "--mlp"},
     {"llama_config.qk_norm", "--qk-norm"},
+    {"llama_config.recipe.value_embeddings", "--value-embeds"},
+    {"llama_config.recipe.unet_skips", "--unet"},
+    {"llama_config.recipe.logit_cap", "--logit-cap"},
+    {"llama_config.recipe.windows.short_window", "--window-short"},
+    {"llama_config.recipe.windows.long_window", "--window-long"},
+    {"llama_config.recipe.windows.pattern", "--window-pattern"},
+    {"llama_config.recipe.windows.start", "--window-schedule START"},
+    {"llama_config.recipe.windows.grow_steps", "--window-schedule STEPS"},
+    {"llama_config.recipe.windows", "--window-short"},  // export-hf's refusal; after its fields
     // muon_config (optim/muon_config.hpp), filled by families/muon.hpp (its AdamW half as
     // adamw_config above, checked there first)
     {"muon_config.lr_ratio", "--muon-lr"},                            // --muon-lr / --lr

@@ -18,6 +18,9 @@ Small CPU runs (d2, one thread, the embedded corpus unless a mode writes its own
             files with llama; --export-hf of a variant HF cannot hold; a preset of the other
             family; Muon's sharded state with async checkpoints (--reducer mpi and nccl) or a
             ZeRO-1 reducer.
+  recipe    --recipe speedrun trains a d2 Llama (losses fall) with every model part on (the "model
+            ..." line), says what it set, keeps an explicit flag; with --arch gpt2, with
+            --export-hf and (its model parts) with --device cuda it is refused naming the flag.
   hf        a Llama trained by the program and written with --export-hf loads back: an independent
             numpy Llama (tests/model/hf_llama_check.py, numpy + safetensors only) computes from the
             folder the validation loss the program printed for the same tokens, to 1e-4, and
@@ -278,6 +281,42 @@ class Runner:
         self.run(SMALL + ["--steps", "1", "--optimizer", "muon", "--reducer", "mpi-zero1"], 2,
                  r"^gpt_fineweb: error: --reducer mpi-zero1: --optimizer muon has no ZeRO-1 form")
 
+    def recipe(self):
+        _, out = self.trains("speedrun", ["--recipe", "speedrun"], steps=30)
+        if not re.search(r"^recipe speedrun: --arch llama --optimizer muon .*--logit-cap 15 ",
+                         out, re.M):
+            self.fail("--recipe speedrun did not say what it set:\n%s" % out[:600])
+        if "--warmup" in out.split("\n", 1)[0]:
+            self.fail("--recipe speedrun overrode the explicit --warmup:\n%s" % out[:300])
+        if not re.search(r"mlp=relu2 untied qk_norm value_embeds=1 unet logit_cap=15 zero_init "
+                         r"windows=16/32", out):
+            self.fail("the recipe's model parts did not reach the model:\n%s" % out[:600])
+        # An explicit flag wins, also one that turns a part off.
+        out = self.run(SMALL + ["--steps", "1", "--recipe", "speedrun", "--logit-cap", "0",
+                                "--window-short", "0"])
+        if "logit_cap" in out or "windows=" in out or "unet" not in out:
+            self.fail("explicit flags did not override the recipe:\n%s" % out[:600])
+        self.run(SMALL + ["--steps", "1", "--recipe", "speedrun", "--arch", "gpt2"], 2,
+                 r"^gpt_fineweb: error: --recipe speedrun is for --arch llama .*--arch gpt2$")
+        self.run(SMALL + ["--steps", "1", "--recipe", "speedrun", "--export-hf",
+                          self.path("hf_speedrun")], 2,
+                 r"^gpt_fineweb: error: --export-hf \S*hf_speedrun: --mlp is relu2")
+        self.run(SMALL + ["--steps", "1", "--arch", "llama", "--value-embeds", "1", "--export-hf",
+                          self.path("hf_ve")], 2,
+                 r"^gpt_fineweb: error: --export-hf \S*hf_ve: --value-embeds is on")
+        self.run(SMALL + ["--steps", "1", "--arch", "llama", "--window-short", "8", "--export-hf",
+                          self.path("hf_windows")], 2,
+                 r"^gpt_fineweb: error: --export-hf \S*hf_windows: --window-short is on")
+        p = subprocess.run([self.args.exe] + SMALL + ["--steps", "1", "--recipe", "speedrun",
+                                                      "--device", "cuda"],
+                           capture_output=True, text=True, env=self.env, cwd=self.args.work,
+                           timeout=600)
+        if p.returncode != 2 or not re.search(
+                r"^gpt_fineweb: error: (--value-embeds: --arch llama's CUDA model does not "
+                r"compute|--device cuda: (no CUDA device found|this build has no CUDA support))",
+                p.stderr.strip()):
+            self.fail("--recipe speedrun --device cuda: exit %d: %s" % (p.returncode, p.stderr))
+
     def cuda_runs_or_lacks_a_device(self, flags):
         """--device cuda with `flags`: trains (exit 0) on a machine with a GPU; exit 2 with "no
         CUDA device found" without one, or "no CUDA support" from a build without nvcc (with
@@ -359,7 +398,8 @@ class Runner:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exe", required=True)
-    ap.add_argument("--mode", choices=("llama", "muon", "refusals", "hf"), required=True)
+    ap.add_argument("--mode", choices=("llama", "muon", "refusals", "recipe", "hf"),
+                    required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--repo", required=True)
     args = ap.parse_args()

@@ -64,8 +64,18 @@ file(WRITE ${WORK}/pasted.log
 expect_exit(0 "" report ${WORK}/pasted.log --model d12 --seq 1024 --tokens-per-step 491520
             --gpus 8 --device "NVIDIA A100-SXM4-80GB")
 expect_out("nanoGPT train.py log" "devices: 8 \\(given\\)" "MFU 29\\.9%" "window: an excerpt from iter 1631")
-# Without it the log is one device at 239%: no figure, no verdict, the device count named.
+# Without --gpus the pasted launch command says 8.
 expect_exit(0 "" report ${WORK}/pasted.log --model d12 --seq 1024 --tokens-per-step 491520
+            --device A100)
+expect_out("devices: 8 \\(the launch command in the log, line 1\\)" "MFU 29\\.9%")
+# Without it (the paste cut after the command) the log is one device at 239%: no figure, no
+# verdict, the device count named.
+file(WRITE ${WORK}/pasted_cut.log
+  "[rank0]:2023-02-02 10:00:01 iter 1631: loss 4.0863, time 561.94ms\r\n"
+  "[rank0]:2023-02-02 10:00:02 iter 1632: loss 3.7441, time 563.15ms\r\n"
+  "[rank0]:2023-02-02 10:00:02 iter 1633: loss 3.9848, time 562.11ms\r\n"
+  "[rank0]:2023-02-02 10:00:03 iter 1634: loss 3.8716, time 562.80ms\r\n")
+expect_exit(0 "" report ${WORK}/pasted_cut.log --model d12 --seq 1024 --tokens-per-step 491520
             --device A100)
 expect_out("verdict: none — no measurement and no verdict"
            "the device count 1 \\(assumed: the log does not say; give --gpus\\) would have to be at least 3"

@@ -55,6 +55,28 @@ TEST(LogLines, EveryPrefixLeavesTheToolsText) {
   EXPECT_EQ(text_of("step 1: train loss 4.2 (took 10.5 ms)"),
             "step 1: train loss 4.2 (took 10.5 ms)");
   EXPECT_EQ(text_of("| num_processes | 8 |"), "| num_processes | 8 |");
+  // A paste that starts one character late loses the tag's "[" (pytorch/torchtitan#153, March
+  // 2024: wps and no mfu); the first line is still rank 0's, with its time.
+  const auto lost = parse(
+      "rank0]:2024-03-20 14:58:00,009 - root - INFO - step:  1  loss: 10.8337  memory: "
+      "27.88GiB(29.34%)  wps: 313\n"
+      "[rank0]:2024-03-20 14:58:00,011 - root - INFO - Synchronizing and adjusting timeout for "
+      "all ProcessGroups to 0:00:05\n"
+      "[rank0]:2024-03-20 14:58:21,642 - root - INFO - step: 11  loss:  7.2777  memory: "
+      "34.40GiB(36.20%)  wps: 1,894\n"
+      "[rank0]:2024-03-20 14:58:36,125 - root - INFO - step: 21  loss:  5.5742  memory: "
+      "34.40GiB(36.20%)  wps: 2,829\n");
+  EXPECT_EQ(lost.format, rp::log_format::torchtitan);
+  EXPECT_EQ(lost.rank, 0);
+  EXPECT_EQ(lost.other_ranks, 0u);
+  ASSERT_EQ(lost.steps.size(), 2u) << "steps 11 and 21, timed from the line before each";
+  EXPECT_EQ(lost.steps[0].m.step, 11u);
+  EXPECT_NEAR(lost.steps[0].m.dt_ms, (21642.0 - 9.0) / 10, 1e-6) << "log_freq 10: ten steps";
+  EXPECT_TRUE(
+      rp::analyze_run(
+          lost, {.params = 124'000'000, .layers = 12, .width = 768, .seq = 2048, .device = "H100"})
+          .from_start)
+      << "step 11 times steps 2-11 from the untimed step 1: the run's start, no excerpt";
 }
 
 TEST(LogLines, OneRanksLinesAreReadAndRepeatsCountOnce) {
@@ -99,6 +121,8 @@ TEST(LogLines, NanoGptGenerations) {
   EXPECT_DOUBLE_EQ(early.steps[1].m.dt_ms, 563.15);
   EXPECT_TRUE(std::isnan(early.steps[0].log_mfu));
   EXPECT_EQ(early.skipped, 1u) << "the command line is skipped and counted";
+  EXPECT_EQ(early.facts.devices, 8) << "but it states the process count";
+  EXPECT_EQ(early.facts.devices_from, "the launch command in the log, line 1");
   const auto quoted = parse(
       "> 2023-03-22 09:31:56 iter 2990: loss 3.8853, time 1096.65ms, mfu 15.34%\n"
       "> \n"
@@ -128,6 +152,36 @@ TEST(LogLines, LlmcGenerations) {
       "step    2/10: train loss 4.082573 (80.001000 ms, 51200 tok/s)\n");
   ASSERT_EQ(april.steps.size(), 2u);
   EXPECT_DOUBLE_EQ(april.steps[1].log_tok_per_s, 2 * 51200.0) << "made all processes'";
+  // d49e830..bc58cd1 (April-May 2024): "train loss %f (acc %f) (%f ms, %d tok/s)" and the
+  // "==>" of num_parameters; lines of a run pasted from an RTX 4090
+  // (https://zhuanlan.zhihu.com/p/694416583, section 2.2.2).
+  const auto acc = parse(
+      "num_parameters: 124475904 ==> bytes: 248951808\n"
+      "step    2/74: train loss 4.505543 (acc 4.505543) (32.261120 ms, 126963.945312 tok/s)\n"
+      "step    3/74: train loss 4.421638 (acc 4.421638) (32.068607 ms, 127354.804688 tok/s)\n");
+  EXPECT_EQ(acc.format, rp::log_format::llmc);
+  ASSERT_EQ(acc.steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(acc.steps[1].m.loss, 4.421638);
+  EXPECT_DOUBLE_EQ(acc.steps[1].m.dt_ms, 32.068607);
+  EXPECT_DOUBLE_EQ(acc.steps[1].log_tok_per_s, 127354.804688);
+  EXPECT_EQ(acc.facts.parameters, 124475904u);
+  EXPECT_EQ(acc.skipped, 0u);
+  // The other 2024 forms, typed from their printf strings: fdd6608 (no tok/s), bc58cd1 (norm),
+  // 661975c (norm, lr), 90a745c ("| train loss ... | %.1f%% A100 fp16 MFU |").
+  const auto may = parse(
+      "step    1/74: train loss 4.367631 (80.639749 ms)\n"
+      "step    2/74: train loss 4.031242 norm 5.1234 (79.50 ms, 51500 tok/s)\n"
+      "step    3/74: train loss 3.912345 norm 4.2000 lr 3.00e-04 (79.40 ms, 51580 tok/s)\n"
+      "step    4/74 | train loss 3.8000 | norm 4.1000 | lr 3.00e-04 | 79.30 ms | 44.6% A100 fp16 "
+      "MFU | 51600 tok/s\n");
+  ASSERT_EQ(may.steps.size(), 4u);
+  EXPECT_EQ(may.skipped, 0u);
+  EXPECT_DOUBLE_EQ(may.steps[0].m.dt_ms, 80.639749);
+  EXPECT_TRUE(std::isnan(may.steps[0].log_tok_per_s));
+  EXPECT_DOUBLE_EQ(may.steps[1].m.grad_norm, 5.1234);
+  EXPECT_DOUBLE_EQ(may.steps[2].m.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(may.steps[2].log_tok_per_s, 51580.0);
+  EXPECT_NEAR(may.steps[3].log_mfu, 0.446, 1e-12);
   // The start of a multi-GPU run (karpathy/llm.c discussion #677, GPT-2 1.5B on 8 x H100).
   const auto multi = parse(
       "num_parameters: 1557686400 => bytes: 3115372800\n"
@@ -149,7 +203,10 @@ TEST(LogLines, LlmcGenerations) {
       "total average iteration time: 44.571000 ms\n");
   ASSERT_EQ(end.steps.size(), 1u);
   EXPECT_TRUE(std::isnan(end.steps[0].log_mfu)) << "-100.0%: a device llm.c's table lacks";
-  EXPECT_EQ(end.events.size(), 3u);
+  ASSERT_EQ(end.events.size(), 2u) << "val loss + HellaSwag are one evaluation pass, + a save";
+  EXPECT_EQ(end.events[0].what, "validation loss + HellaSwag");
+  EXPECT_DOUBLE_EQ(end.events[0].val_loss, 3.3);
+  EXPECT_EQ(end.events[1].kind, rp::log_event::kind_t::checkpoint);
   EXPECT_DOUBLE_EQ(end.facts.average_ms, 44.571);
   EXPECT_EQ(end.skipped, 0u);
 }
@@ -209,10 +266,26 @@ TEST(LogLines, BuildNanoGpt) {
   EXPECT_EQ(run.format, rp::log_format::build_nanogpt);
   ASSERT_EQ(run.steps.size(), 2u);
   EXPECT_EQ(run.facts.tokens_per_step, 524288u);
-  ASSERT_EQ(run.events.size(), 2u);
+  ASSERT_EQ(run.events.size(), 1u) << "validation + HellaSwag of one step: one evaluation pass";
+  EXPECT_EQ(run.events[0].what, "validation loss + HellaSwag");
   EXPECT_EQ(run.events[0].timed_in, 0u) << "t0 precedes the evaluation: step 0's time has it";
   EXPECT_DOUBLE_EQ(run.steps[0].m.val_loss, 10.949);
   EXPECT_DOUBLE_EQ(run.steps[1].m.grad_norm, 14.7211);
+  // The video's chapters, commits 5265b20..7230096: print(f"step {i}, loss: {loss.item()}, dt:
+  // {dt:.2f}ms, tok/sec: {tokens_per_sec:.2f}") - lines as people pasted them (B 16, T 1024).
+  const auto early = parse(
+      "using device: cuda\n"
+      "loaded 338024 tokens\n"
+      "1 epoch = 20 batches\n"
+      "step 0, loss: 10.935468673706055, dt: 601.37ms, tok/sec: 27244.39\n"
+      "step 1, loss: 9.398317337036133, dt: 353.86ms, tok/sec: 46301.37\n"
+      "step 2, loss: 8.94157886505127, dt: 354.45ms, tok/sec: 46224.01\n");
+  EXPECT_EQ(early.format, rp::log_format::build_nanogpt);
+  ASSERT_EQ(early.steps.size(), 3u);
+  EXPECT_DOUBLE_EQ(early.steps[1].m.loss, 9.398317337036133);
+  EXPECT_DOUBLE_EQ(early.steps[2].m.dt_ms, 354.45);
+  EXPECT_DOUBLE_EQ(early.steps[2].log_tok_per_s, 46224.01);
+  EXPECT_EQ(early.skipped, 0u);
 }
 
 TEST(LogLines, NoStepLineQuotesTheFirstThreeLines) {
@@ -300,6 +373,41 @@ TEST(DeviceCount, PerDeviceMfuAndTheRefusal) {
   EXPECT_EQ(text_out.find("compute-bound"), std::string::npos) << text_out;
 }
 
+TEST(DeviceCount, ALaunchCommandPastedWithTheLogStatesTheCount) {
+  using rp::detail::launch_command_devices;
+  EXPECT_EQ(launch_command_devices("$ torchrun --standalone --nproc_per_node=8 train.py"), 8);
+  EXPECT_EQ(launch_command_devices("torchrun --standalone --nproc_per_node=2 train_gpt2.py"), 2);
+  // torchtitan's run_train.sh under `bash -x` (pytorch/torchtitan#931): "+ torchrun ...".
+  EXPECT_EQ(launch_command_devices("+ torchrun --nproc_per_node=8 --rdzv_backend c10d "
+                                   "--local-ranks-filter 0 --role rank --tee 3 -m train"),
+            8);
+  EXPECT_EQ(launch_command_devices("torchrun --nnodes=2 --nproc-per-node 4 train.py"), 8);
+  EXPECT_EQ(launch_command_devices("python -m torch.distributed.launch --nproc_per_node 4 t.py"),
+            4);
+  EXPECT_EQ(launch_command_devices("mpirun -np 8 ./train_gpt2cu -e d12"), 8);
+  // Not a count: an elastic range, a flag without a number, prose, another program.
+  EXPECT_FALSE(launch_command_devices("torchrun --nproc_per_node=gpu train.py"));
+  EXPECT_FALSE(launch_command_devices("set --nproc_per_node=8 when you run it"));
+  EXPECT_FALSE(launch_command_devices("python train.py --batch_size=8"));
+  // The build-nanogpt run on 2 x H100 (github.com/csabapalfi/build-nanogpt,
+  // out/train-2x-h100-quick.log): the command is the paste's first line, the tool prints no
+  // count, and the report reads 2 devices from it.
+  const auto run = parse(
+      "torchrun --standalone --nproc_per_node=2 train_gpt2.py\n"
+      "W1116 23:02:04.101000 749 torch/distributed/run.py:793] \n"
+      "total desired batch size: 524288\n"
+      "=> calculated gradient accumulation steps: 4\n"
+      "step     1 | loss: 10.902691 | lr 1.6783e-06 | norm: 14.8627 | dt: 1224.98ms | tok/sec: "
+      "427997.90\n"
+      "step     2 | loss: 10.803940 | lr 2.5175e-06 | norm: 14.4636 | dt: 1227.39ms | tok/sec: "
+      "427155.63\n");
+  EXPECT_EQ(run.facts.devices, 2);
+  const auto a = rp::analyze_run(run, {.model = "d12", .seq = 1024, .device = "H100"});
+  EXPECT_FALSE(a.devices_assumed);
+  EXPECT_EQ(a.devices, 2);
+  EXPECT_NEAR(a.mfu_median, d12_fpt() * 262144 / (a.summary.median_step_ms / 1e3) / 989e12, 1e-9);
+}
+
 TEST(DeviceCount, LlamaPresetsAndActiveParameters) {
   const auto run = parse(
       "iter 1: loss 4.0, time 100.00ms\n"
@@ -368,4 +476,107 @@ TEST(Windows, TimeGapsAndTheShareOfAWholeRun) {
   EXPECT_NE(rp::format_run_analysis(a).find("a save every 250 iters costs ~10.7% of the run"),
             std::string::npos)
       << rp::format_run_analysis(a);
+}
+
+TEST(Windows, TheFirstLineOfAnExcerptIsNoWarmUp) {
+  // build-nanogpt lines as a user pasted pieces of a 2 x H800 run, "......" and all
+  // (https://github.com/logbob0401/build-nanogpt/blob/abb0323b/practice.md): step 10750 is the
+  // excerpt's first line (an evaluation step whose validation lines were not pasted), not the
+  // run's warm-up; 11059 and 12585 are stalls.
+  const auto run = parse(
+      "step 10750 | loss: 3.170763 | lr 2.9059e-04 | norm: 0.3097 | dt: 24613.12ms | tok/sec: "
+      "21301.16\n"
+      "......\n"
+      "step 11024 | loss: 3.129706 | lr 2.7811e-04 | norm: 0.2697 | dt: 1014.05ms | tok/sec: "
+      "517024.54\n"
+      "step 11025 | loss: 3.133868 | lr 2.7807e-04 | norm: 0.3027 | dt: 1015.43ms | tok/sec: "
+      "516321.91\n"
+      "......\n"
+      "step 11058 | loss: 3.122603 | lr 2.7657e-04 | norm: 0.2706 | dt: 1013.66ms | tok/sec: "
+      "517223.98\n"
+      "step 11059 | loss: 3.166646 | lr 2.7653e-04 | norm: 0.2663 | dt: 91965.31ms | tok/sec: "
+      "5700.93\n"
+      "step 11060 | loss: 3.207780 | lr 2.7648e-04 | norm: 0.2743 | dt: 1014.06ms | tok/sec: "
+      "517019.07\n");
+  const rp::log_report_config cfg{.model = "d12", .seq = 1024, .devices = 2, .device = "H800"};
+  const auto a = rp::analyze_run(run, cfg);
+  EXPECT_EQ(a.warmup_lines, 0u);
+  ASSERT_EQ(a.spikes.size(), 2u);
+  EXPECT_EQ(a.spikes[0].step, 10750u);
+  EXPECT_NE(a.spikes[0].what.find("starts mid-run"), std::string::npos) << a.spikes[0].what;
+  EXPECT_EQ(a.spikes[1].step, 11059u);
+  EXPECT_NEAR(a.mfu_median, 855383040.0 * 262144 / 1.01406 / 989e12, 1e-3);
+  // The same lines from step 0 on: a slow first line is the warm-up.
+  std::string from0 =
+      "step     0 | loss: 10.955603 | lr 8.3916e-07 | norm: 59.6808 | dt: 20759.67ms | tok/sec: "
+      "25255.12\n";
+  for (int i = 1; i <= 4; ++i)
+    from0 += "step     " + std::to_string(i) +
+             " | loss: 10.9 | lr 1.6783e-06 | norm: 59.7401 | dt: 4777.36ms | tok/sec: "
+             "109744.28\n";
+  EXPECT_EQ(rp::analyze_run(parse(from0), cfg).warmup_lines, 1u);
+}
+
+TEST(DeviceCount, LlmcsCpuTrainerNeedsThePeakOfItsCpu) {
+  // llm.c's README output on an Apple M3 Max (https://github.com/karpathy/llm.c/blob/e8e1628/
+  // README.md): the log says CPU and names none; the table's "cpu" row is not that machine.
+  const auto run = parse(
+      "val loss 5.252026\n"
+      "step 0: train loss 5.356189 (took 1452.121000 ms)\n"
+      "step 1: train loss 4.301069 (took 1288.673000 ms)\n"
+      "step 2: train loss 4.623322 (took 1369.394000 ms)\n");
+  rp::log_report_config cfg{.model = "d12", .seq = 64, .tokens_per_step = 256};
+  try {
+    rp::analyze_run(run, cfg);
+    FAIL() << "a CPU log analysed against a peak it does not state";
+  } catch (const tk::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("log_report_config.peak_tflops (it ran on a CPU"),
+              std::string::npos)
+        << e.what();
+  }
+  cfg.peak_tflops = 2.0;  // given: the poster's machine
+  const auto a = rp::analyze_run(run, cfg);
+  EXPECT_GT(a.summary.median_step_ms, 1288.0);
+  EXPECT_LT(a.summary.median_step_ms, 1370.0);
+  EXPECT_NEAR(
+      a.mfu_median,
+      (6.0 * 123689472 + 12.0 * 12 * 768 * 64) * 256 / (a.summary.median_step_ms / 1e3) / 2e12,
+      1e-9);
+}
+
+TEST(Windows, OneEvaluationInAnExcerptIsNoVerdict) {
+  // Six lines pasted from the same 2 x H800 run (practice.md above): one evaluation pass
+  // (validation + HellaSwag) inside step 500's 25.6 s. It is 87% of these four steps and ~10% of
+  // a run that evaluates every 250 steps; the excerpt cannot tell which.
+  const auto run = parse(
+      "step   498 | loss: 5.180400 | lr 4.1874e-04 | norm: 1.0096 | dt: 927.33ms | tok/sec: "
+      "565373.84\n"
+      "step   499 | loss: 5.164181 | lr 4.1958e-04 | norm: 1.1487 | dt: 928.54ms | tok/sec: "
+      "564638.99\n"
+      "validation loss: 5.3183\n"
+      "HellaSwag accuracy: 2391/10042=0.2381\n"
+      "step   500 | loss: 5.209949 | lr 4.2042e-04 | norm: 1.0975 | dt: 25602.18ms | tok/sec: "
+      "20478.26\n"
+      "step   501 | loss: 5.164941 | lr 4.2126e-04 | norm: 0.8869 | dt: 929.10ms | tok/sec: "
+      "564293.86\n");
+  ASSERT_EQ(run.events.size(), 1u);
+  const auto a =
+      rp::analyze_run(run, {.model = "d12", .seq = 1024, .devices = 2, .device = "H800"});
+  ASSERT_EQ(a.evals.size(), 1u);
+  EXPECT_NEAR(a.eval_ms_total, 25602.18 - a.summary.median_step_ms, 1.0);
+  EXPECT_NE(a.verdict, tk::bottleneck::eval);
+  EXPECT_NE(a.evidence.find("one is not an interval"), std::string::npos) << a.evidence;
+  // From step 0 on (not an excerpt) the same share is the run's and the verdict says so.
+  std::string from0 =
+      "step     0 | loss: 10.9 | lr 1e-06 | norm: 1.0 | dt: 928.00ms | tok/sec: 1\n";
+  for (const char* l :
+       {"step     1 | loss: 10.9 | lr 1e-06 | norm: 1.0 | dt: 927.00ms | tok/sec: 1\n",
+        "validation loss: 5.3183\n",
+        "step     2 | loss: 10.9 | lr 1e-06 | norm: 1.0 | dt: 25602.18ms | tok/sec: 1\n",
+        "step     3 | loss: 10.9 | lr 1e-06 | norm: 1.0 | dt: 929.00ms | tok/sec: 1\n"})
+    from0 += l;
+  const auto b = rp::analyze_run(
+      parse(from0),
+      {.model = "d12", .seq = 1024, .tokens_per_step = 524288, .devices = 2, .device = "H800"});
+  EXPECT_EQ(b.verdict, tk::bottleneck::eval);
 }

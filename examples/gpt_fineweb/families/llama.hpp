@@ -1,7 +1,13 @@
 // families/llama.hpp — the Llama model family of gpt_fineweb (`--arch llama`).
 //
 // Its config and presets (model/llama/config.hpp: d2, d6, d12, d20, d24) with the family's own
-// flags: --kv-heads (grouped-query attention), --mlp swiglu|relu2, --qk-norm, --tie-embeddings.
+// flags: --kv-heads (grouped-query attention), --mlp swiglu|relu2, --qk-norm, --tie-embeddings,
+// and the speedrun recipe's model parts (llama_config::recipe, docs/recipes.md; each off by
+// default): --value-embeds N, --unet, --logit-cap X, --zero-init-proj, and the sliding windows
+// --window-short N, --window-long N (default: the preset's maxT, i.e. full attention in long
+// layers), --window-pattern (S/L per layer, cyclic; default every fourth layer from the last is
+// long) and --window-schedule START:STEPS (the long window grows from START to --window-long over
+// the first STEPS steps, short windows in proportion).
 // Each flag sets one llama_config field, and the config is validated there, so a bad value is
 // named by the library's field path, which flag_names.hpp turns back into the flag. On the CPU the
 // model is llama_cpu, started from a preset or from --init-from-hf (a Hugging Face
@@ -17,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include <array>
+#include <exception>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -44,6 +51,16 @@ struct llama_family {
     std::string mlp;              // --mlp: llama_config::mlp (empty: the preset's, SwiGLU)
     bool qk_norm = false;         // --qk-norm: llama_config::qk_norm
     bool tie_embeddings = false;  // --tie-embeddings: llama_config::tied_embeddings
+    // The speedrun recipe's parts (llama_config::recipe); --recipe speedrun fills the ones not
+    // given (train/recipes.hpp).
+    int value_embeds = 0;         // --value-embeds: recipe.value_embeddings
+    bool unet = false;            // --unet: recipe.unet_skips
+    double logit_cap = 0.0;       // --logit-cap: recipe.logit_cap
+    bool zero_init_proj = false;  // --zero-init-proj: recipe.zero_init_projections
+    int window_short = 0;         // --window-short: recipe.windows.short_window
+    int window_long = 0;          // --window-long: recipe.windows.long_window (0: maxT)
+    std::string window_pattern;   // --window-pattern: recipe.windows.pattern
+    std::string window_schedule;  // --window-schedule START:STEPS: .start, .grow_steps
 
     /// The first shape flag given, or empty.
     std::string_view first_given() const noexcept {
@@ -51,6 +68,14 @@ struct llama_family {
       if (!mlp.empty()) return "--mlp";
       if (qk_norm) return "--qk-norm";
       if (tie_embeddings) return "--tie-embeddings";
+      if (value_embeds != 0) return "--value-embeds";
+      if (unet) return "--unet";
+      if (logit_cap != 0.0) return "--logit-cap";
+      if (zero_init_proj) return "--zero-init-proj";
+      if (window_short != 0) return "--window-short";
+      if (window_long != 0) return "--window-long";
+      if (!window_pattern.empty()) return "--window-pattern";
+      if (!window_schedule.empty()) return "--window-schedule";
       return {};
     }
   };
@@ -68,6 +93,58 @@ struct llama_family {
                  "(nanochat)");
     app.add_flag("--tie-embeddings", f.tie_embeddings,
                  "--arch llama: the output head is the token embedding (no lm_head)");
+    app.add_option("--value-embeds", f.value_embeds,
+                   "--arch llama: value-embedding tables (0 = none), added into the attention "
+                   "values of the first and last layers in the U-net pattern (modded-nanogpt)");
+    app.add_flag("--unet", f.unet,
+                 "--arch llama: U-net skips, encoder block outputs added with learned weights "
+                 "into the mirrored decoder blocks (modded-nanogpt)");
+    app.add_option("--logit-cap", f.logit_cap,
+                   "--arch llama: soft-cap the logits at cap*tanh(logits/cap) in the loss and in "
+                   "sampling (0 = off; Gemma 2, modded-nanogpt)");
+    app.add_flag("--zero-init-proj", f.zero_init_proj,
+                 "--arch llama: start the attention and MLP output projections (and an untied "
+                 "head) at zero");
+    app.add_option("--window-short", f.window_short,
+                   "--arch llama: sliding-window attention, the short layers' window in tokens "
+                   "(0 = full causal attention everywhere)");
+    app.add_option("--window-long", f.window_long,
+                   "--arch llama --window-short: the long layers' window (default: the "
+                   "preset's longest sequence, i.e. full attention)");
+    app.add_option("--window-pattern", f.window_pattern,
+                   "--arch llama --window-short: S and L per layer, repeated over the layers "
+                   "(default: every fourth layer from the last is long)");
+    app.add_option("--window-schedule", f.window_schedule,
+                   "--arch llama --window-short: START:STEPS, the long window grows from START "
+                   "tokens to --window-long over the first STEPS steps (short ones in proportion)");
+  }
+
+  /// --window-schedule START:STEPS into the window schedule; config_error naming the flag.
+  static void parse_window_schedule(const std::string& text,
+                                    trainkit::model::recipe::window_schedule& w) {
+    const auto colon = text.find(':');
+    auto number = [&](const std::string& part) {
+      std::size_t used = 0;
+      int v = -1;
+      try {
+        v = std::stoi(part, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (part.empty() || used != part.size() || v < 0)
+        throw trainkit::config_error(
+            "--window-schedule must be START:STEPS (tokens:steps, "
+            "both >= 0): " +
+            text);
+      return v;
+    };
+    if (colon == std::string::npos)
+      throw trainkit::config_error(
+          "--window-schedule must be START:STEPS (tokens:steps, both "
+          ">= 0): " +
+          text);
+    w.start = number(text.substr(0, colon));
+    w.grow_steps = number(text.substr(colon + 1));
   }
 
   /// The preset with the flags' fields, validated: config_error naming --model for a preset the
@@ -82,6 +159,25 @@ struct llama_family {
     }
     c.qk_norm = f.qk_norm;
     c.tied_embeddings = f.tie_embeddings;
+    auto& r = c.recipe;
+    r.value_embeddings = f.value_embeds;
+    r.unet_skips = f.unet;
+    r.logit_cap = float(f.logit_cap);
+    r.zero_init_projections = f.zero_init_proj;
+    const bool windowed = f.window_short != 0;
+    if (!windowed &&
+        (f.window_long != 0 || !f.window_pattern.empty() || !f.window_schedule.empty()))
+      throw trainkit::config_error(
+          std::string(f.window_long != 0          ? "--window-long"
+                      : !f.window_pattern.empty() ? "--window-pattern"
+                                                  : "--window-schedule") +
+          " needs --window-short N (the sliding windows are off without it)");
+    if (windowed) {
+      r.windows.short_window = f.window_short;
+      r.windows.long_window = f.window_long != 0 ? f.window_long : c.max_seq_len;
+      r.windows.pattern = f.window_pattern;
+      if (!f.window_schedule.empty()) parse_window_schedule(f.window_schedule, r.windows);
+    }
     c.validate();
     return c;
   }
@@ -95,8 +191,8 @@ static_assert(model_family<llama_family>);
 // units.
 #if !defined(__CUDACC__) && !defined(GPT_FINEWEB_FRONT_END) && \
     (!defined(GPT_FINEWEB_FAMILY_UNIT) || defined(GPT_FINEWEB_UNIT_llama))
-#include <trainkit/model/llama/hf.hpp>
 #include <trainkit/model/llama/cpu.hpp>
+#include <trainkit/model/llama/hf.hpp>
 
 #include "../commands/hf.hpp"
 
@@ -188,7 +284,20 @@ struct cuda_policies<llama_family> {
       throw tk::config_error("--export " + o.export_path +
                              ": llm.c model files hold GPT-2 only; write --arch llama with "
                              "--export-hf DIR (--device cpu)");
-    return llama_family::config(o.model, flags_);
+    const auto cfg = llama_family::config(o.model, flags_);
+    // The recipe's model parts are wired into the CPU model; llama_cuda does not compute them yet
+    // (issue 38's CUDA half). Refused, never ignored. Remove a part's line when llama_cuda has it.
+    const auto& r = cfg.recipe;
+    const char* part = r.value_embeddings > 0 ? "--value-embeds"
+                       : r.unet_skips         ? "--unet"
+                       : r.logit_cap > 0.0f   ? "--logit-cap"
+                       : r.windows.on()       ? "--window-short"
+                                              : nullptr;
+    if (part)
+      throw tk::config_error(std::string(part) +
+                             ": --arch llama's CUDA model does not compute the recipe's value "
+                             "embeddings, U-net skips, logit cap or windows yet; use --device cpu");
+    return cfg;
   }
   model_type make_model(const train_options& o, const trainkit::model::llama_config& cfg) const {
     return model_type(cfg, o.seed, options);

@@ -31,6 +31,7 @@ struct train_options {
   std::string arch = "gpt2";           // model family (families/registry.hpp)
   std::string model = "d2";            // preset of the --arch family
   std::string optimizer = "adamw";     // optimizer family (families/registry.hpp)
+  std::string recipe;                  // --recipe: a named set of flags (train/recipes.hpp)
   int batch = 8;                       // B (micro-batch)
   int seq = 64;                        // T
   std::size_t total_batch_tokens = 0;  // 0 = B·T (no accumulation)

@@ -8,12 +8,15 @@
 //   print(f"HellaSwag accuracy: {num_correct_norm}/{num_total}={acc_norm:.4f}")
 //   print(f"total desired batch size: {total_batch_size}")
 //   print(f"=> calculated gradient accumulation steps: {grad_accum_steps}")
-// Earlier cuts of the same file (the video's chapters) print fewer fields ("step {step:4d} |
-// loss: ... | dt: ...ms | tok/sec: ..." without lr or norm); any "key: value" fields between
-// the bars are read. What the numbers mean: t0 is taken at the top of the loop, before the
-// evaluation, HellaSwag and sampling of that step, so a step's dt includes them (like nanoGPT);
-// tok/sec counts every process (B·T·grad_accum·world size / dt); checkpoints are written without
-// a message (inside the validation step's time).
+// Earlier cuts of the same file (the video's chapters) print fewer fields: commits 5265b20 to
+// 7230096 (2024-06-07)
+//   print(f"step {i}, loss: {loss.item()}, dt: {dt:.2f}ms, tok/sec: {tokens_per_sec:.2f}")
+// (commas, the loss at full precision: the form most people pasted while following the video),
+// 5215868 "step {i:4d} | loss: ... | dt: ...ms | tok/sec: ..." and 105f117 with "| norm: ...";
+// the "key: value" fields between the commas or bars are read. What the numbers mean: t0 is taken
+// at the top of the loop, before the evaluation, HellaSwag and sampling of that step, so a step's
+// dt includes them (like nanoGPT); tok/sec counts every process (B·T·grad_accum·world size / dt);
+// checkpoints are written without a message (inside the validation step's time).
 #pragma once
 
 #include <cmath>
@@ -35,10 +38,10 @@ struct bng_fields {
   std::optional<double> loss, lr, norm, ms, tok;
 };
 
-inline bng_fields parse_bng_fields(std::string_view rest) {
+inline bng_fields parse_bng_fields(std::string_view rest, char sep = '|') {
   bng_fields f;
   while (!rest.empty()) {
-    const auto bar = rest.find('|');
+    const auto bar = rest.find(sep);
     const std::string_view field = trim(rest.substr(0, bar));
     rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
     scanner sc{field};
@@ -62,8 +65,10 @@ inline bng_fields parse_bng_fields(std::string_view rest) {
 /// True when `line` is a build-nanogpt step line (sniffing).
 inline bool is_build_nanogpt_step_line(std::string_view line) {
   detail::scanner sc{line};
-  if (!(sc.lit("step ") && sc.whole() && sc.lit("|"))) return false;
-  const auto f = detail::parse_bng_fields(sc.rest());
+  if (!(sc.lit("step ") && sc.whole())) return false;
+  const char sep = sc.lit("|") ? '|' : sc.lit(",") ? ',' : '\0';
+  if (sep == '\0') return false;
+  const auto f = detail::parse_bng_fields(sc.rest(), sep);
   return f.loss.has_value() && f.ms.has_value();
 }
 
@@ -83,8 +88,9 @@ inline run_log parse_build_nanogpt_log(const detail::normalised_log& log,
     detail::scanner sc{line};
     if (sc.lit("step ")) {
       const auto step = sc.whole();
-      if (step && sc.lit("|")) {
-        const auto f = detail::parse_bng_fields(sc.rest());
+      const char sep = !step ? '\0' : sc.lit("|") ? '|' : sc.lit(",") ? ',' : '\0';
+      if (sep != '\0') {
+        const auto f = detail::parse_bng_fields(sc.rest(), sep);
         if (f.loss && f.ms && std::isfinite(*f.ms) && *f.ms >= 0) {
           if (detail::is_rank_repeat(run, *step, f.loss.value_or(NAN), n)) continue;
           logged_step s;
@@ -114,6 +120,12 @@ inline run_log parse_build_nanogpt_log(const detail::normalised_log& log,
     if (sc.lit("validation loss:") || (sc = {line}, sc.lit("HellaSwag accuracy:"))) {
       const bool hs = line.starts_with("HellaSwag");
       if (const auto v = sc.number()) {
+        // train_gpt2.py runs both at the same steps (step % 250 == 0 or the last), validation
+        // first: a HellaSwag line after a validation one is the same evaluation pass.
+        if (hs && !pending.empty() && run.events[pending.back()].what.empty()) {
+          run.events[pending.back()].what = "validation loss + HellaSwag";
+          continue;
+        }
         log_event e;
         e.kind = log_event::kind_t::eval;
         e.line = log.lines[n].line;
@@ -136,8 +148,9 @@ inline run_log parse_build_nanogpt_log(const detail::normalised_log& log,
     sc = {line};
     if (sc.lit("=> calculated gradient accumulation steps:") || sc.lit("using device:") ||
         sc.lit("num decayed parameter tensors") || sc.lit("num non-decayed parameter tensors") ||
-        sc.lit("using fused AdamW") || sc.lit("loaded ") || sc.lit("found ")) {
-      continue;  // known lines the report does not need
+        sc.lit("using fused AdamW") || sc.lit("loaded ") || sc.lit("found ") ||
+        sc.lit("1 epoch =")) {  // DataLoaderLite: f"1 epoch = {...} batches"
+      continue;                 // known lines the report does not need
     }
     ++run.skipped;
   }

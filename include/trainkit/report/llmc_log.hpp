@@ -18,9 +18,20 @@
 // device name, and prints -100.0% for a device that table lacks. tok/s is an exponential moving
 // average over all processes; the MFU is one process's tokens against one device's peak, so
 // per device.
-// Other generations, read too: train_gpt2.cu of April 2024 printed
-//   printf0("step %4d/%d: train loss %f (%f ms, %d tok/s)\n", ...)
-// (tok/s of one process), and the CPU trainer train_gpt2.c prints
+// Other generations, read too: train_gpt2.cu of April-May 2024 printed, in turn,
+//   fdd6608 (2024-04-18)  printf("step %d/%d: train loss %f (%f ms)\n", ...)
+//   e55ed0a (2024-04-21)  printf("step %4d/%d: train loss %f (%f ms, %d tok/s)\n", ...)
+//   d49e830 (2024-04-22)  printf("step %4d/%d: train loss %f (acc %f) (%f ms, %d tok/s)\n", ...)
+//   bc58cd1 (2024-05-19)  printf0("step %4d/%d: train loss %f norm %.4f (%.2f ms, %.0f tok/s)\n")
+//   661975c (2024-05-23)  printf0("step %4d/%d: train loss %f norm %.4f lr %.2e (%.2f ms, %.0f
+//                         tok/s)\n", ...)
+//   90a745c (2024-05-25)  "step %4d/%d | train loss %7.4f | norm %6.4f | lr %.2e | %.2f ms |
+//                         %.1f%% A100 fp16 MFU | %.0f tok/s" (read by the '|' rule above)
+// tok/s is one process's in e55ed0a and until a00a3a8 (2024-04-26, inside the "(acc)" era), all
+// processes' after; the form without "(acc)" and norm is scaled to all processes, the others are
+// taken as printed (a multi-GPU "(acc)" log of 22-26 April 2024 reads a tok/s N times low, which
+// only the cross-check uses). "num_parameters: %zu ==> bytes: %zu" (d49e830..bc58cd1) is read
+// like the later "=>". The CPU trainer train_gpt2.c prints
 //   printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, ms);
 // The start prints "batch_size B=%d * seq_len T=%d * num_processes=%d and total_batch_size=%d"
 // and "num_parameters: %zu => bytes: %zu" (read like the table's rows). The end of a run adds
@@ -106,14 +117,31 @@ inline run_log parse_llmc_log(const detail::normalised_log& log, const std::stri
         if (sc.lit("|")) {
           f = detail::parse_llmc_fields(sc.rest());
           ok = f.ms && std::isfinite(*f.ms) && *f.ms >= 0;
-        } else if (sc.lit(":") && sc.lit("train loss ") && (loss = sc.number()) && sc.lit("(") &&
-                   (ms = sc.number()) && sc.lit("ms") && sc.lit(",") && (tok = sc.number()) &&
-                   sc.lit("tok/s") && std::isfinite(*ms) && *ms >= 0) {
-          f.loss = loss;
-          f.ms = ms;
-          f.tok_per_s = tok;
-          tok_per_process = true;
-          ok = true;
+        } else if (sc.lit(":") && sc.lit("train loss ") && (loss = sc.number())) {
+          // April-May 2024: "train loss %f" [" (acc %f)"] [" norm %.4f"] [" lr %.2e"]
+          // " (%f ms" [", %d tok/s"] ")"; see the header for the commits.
+          bool acc = false;
+          if (auto at = sc; sc.lit("(acc") && sc.number() && sc.lit(")"))
+            acc = true;
+          else
+            sc = at;
+          if (sc.lit("norm ")) f.norm = sc.number();
+          if (sc.lit("lr ")) f.lr = sc.number();
+          if (sc.lit("(") && (ms = sc.number()) && sc.lit("ms") && std::isfinite(*ms) && *ms >= 0) {
+            if (sc.lit(")")) {
+              ok = true;  // fdd6608..e55ed0a: no tok/s yet
+            } else if (sc.lit(",") && (tok = sc.number()) && sc.lit("tok/s")) {
+              f.tok_per_s = tok;
+              // e55ed0a's and d49e830's tok/s is one process's; from a00a3a8 (inside the
+              // "(acc)" era) it is all processes', so only the form without "(acc)" is scaled.
+              if (!acc && !f.norm) tok_per_process = true;
+              ok = true;
+            }
+          }
+          if (ok) {
+            f.loss = loss;
+            f.ms = ms;
+          }
         }
       } else if (sc = {line}; sc.lit("step ") && (step = sc.whole()) && sc.lit(":") &&
                               sc.lit("train loss ") && (loss = sc.number()) && sc.lit("(took ") &&
@@ -160,7 +188,7 @@ inline run_log parse_llmc_log(const detail::normalised_log& log, const std::stri
     }
     sc = {line};
     if (sc.lit("num_parameters:")) {  // printf0("num_parameters: %zu => bytes: %zu\n", ...)
-      if (const auto n = sc.whole(); n && *n > 0 && sc.lit("=>")) {
+      if (const auto n = sc.whole(); n && *n > 0 && (sc.lit("=>") || sc.lit("==>"))) {
         run.facts.parameters = *n;
         continue;
       }
@@ -176,9 +204,17 @@ inline run_log parse_llmc_log(const detail::normalised_log& log, const std::stri
     if (sc.lit("HellaSwag:")) {
       const auto right = sc.number();
       if (right && sc.lit("/") && sc.number() && sc.lit("=") && sc.number()) {
+        // train_gpt2.cu evaluates HellaSwag on the same steps as the validation loss, right
+        // after it: one evaluation pass, not two.
+        const std::uint64_t now = run.steps.empty() ? 0 : run.steps.back().m.step;
+        if (!run.events.empty() && run.events.back().kind == log_event::kind_t::eval &&
+            run.events.back().step == now && run.events.back().what.empty()) {
+          run.events.back().what = "validation loss + HellaSwag";
+          continue;
+        }
         log_event e;
         e.kind = log_event::kind_t::eval;
-        e.step = run.steps.empty() ? 0 : run.steps.back().m.step;
+        e.step = now;
         e.line = log.lines[n].line;
         e.what = "HellaSwag";
         run.events.push_back(e);

@@ -7,7 +7,8 @@
 // and CRLF). With no format given it sniffs: the format whose step line matches most lines wins,
 // and a file in which no line matches any is an error naming the file and quoting its first
 // three lines, never a guess. A log with no step line at all is an error too; other lines are
-// counted and skipped.
+// counted and skipped. A launch command pasted with the lines (torchrun --nproc_per_node=N
+// [--nnodes=M], mpirun -np N) gives the device count where the tool's lines do not.
 //
 // trainkit's own files go through metrics_reader.hpp, so this header needs nlohmann_json like it.
 #pragma once
@@ -15,10 +16,12 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <istream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainkit/core/error.hpp"
@@ -70,6 +73,48 @@ inline std::string first_lines(std::span<const std::string> lines) {
     if (++shown == 3) break;
   }
   return shown ? "; it begins " + out : "; it is empty";
+}
+
+/// The process count a launch command pasted with the log states: torchrun's (or
+/// `python -m torch.distributed.run/launch`'s) --nproc_per_node (or --nproc-per-node) times a
+/// plain --nnodes, or mpirun's / mpiexec's -np / -n. nullopt for any other line.
+inline std::optional<int> launch_command_devices(std::string_view line) {
+  const bool torch = line.find("torchrun") != std::string_view::npos ||
+                     line.find("torch.distributed.run") != std::string_view::npos ||
+                     line.find("torch.distributed.launch") != std::string_view::npos;
+  const bool mpi = line.find("mpirun") != std::string_view::npos ||
+                   line.find("mpiexec") != std::string_view::npos;
+  if (!torch && !mpi) return std::nullopt;
+  // The integer after one of `flags` ("--flag=N" or "--flag N"), if a flag is followed by one.
+  auto value_of = [&](std::initializer_list<std::string_view> flags) -> std::optional<long> {
+    for (std::string_view flag : flags) {
+      for (auto at = line.find(flag); at != std::string_view::npos; at = line.find(flag, at + 1)) {
+        std::size_t i = at + flag.size();
+        if (at > 0 && line[at - 1] != ' ' && line[at - 1] != '\t') continue;  // a word's tail
+        if (i >= line.size() || (line[i] != '=' && line[i] != ' ')) continue;
+        while (i < line.size() && (line[i] == '=' || line[i] == ' ')) ++i;
+        std::size_t j = i;
+        long v = 0;
+        while (j < line.size() && j - i < 7 && line[j] >= '0' && line[j] <= '9')
+          v = v * 10 + (line[j++] - '0');
+        if (j == i || (j < line.size() && line[j] != ' ' && line[j] != '\t')) continue;
+        return v;
+      }
+    }
+    return std::nullopt;
+  };
+  long n = 0;
+  if (torch) {
+    const auto per_node = value_of({"--nproc_per_node", "--nproc-per-node"});
+    if (!per_node) return std::nullopt;
+    n = *per_node * value_of({"--nnodes"}).value_or(1);
+  } else {
+    const auto np = value_of({"-np", "-n"});
+    if (!np) return std::nullopt;
+    n = *np;
+  }
+  if (n < 1 || n > 1'000'000) return std::nullopt;
+  return int(n);
 }
 
 }  // namespace detail
@@ -199,6 +244,15 @@ inline run_log parse_run_log(std::istream& in, const std::string& source,
   if (run.steps.empty())
     throw format_error(source + ": no step lines of a " + log_format_title(*format) + " (\"" +
                        detail::step_line_shape(*format) + "\")" + detail::first_lines(lines));
+  // A launch command pasted with the log ("$ torchrun --standalone --nproc_per_node=8
+  // train.py") states the process count where the tool's own lines do not.
+  if (!json && run.facts.devices == 0)
+    for (const auto& l : norm.lines)
+      if (const auto n = detail::launch_command_devices(l.text)) {
+        run.facts.devices = *n;
+        run.facts.devices_from = "the launch command in the log, line " + std::to_string(l.line);
+        break;
+      }
   return run;
 }
 

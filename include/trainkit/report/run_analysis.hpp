@@ -83,6 +83,9 @@ struct run_analysis {
   std::string source;
   std::size_t step_lines = 0;
   std::uint64_t first_step = 0, last_step = 0;
+  // The log starts where the run did: its first line is step 0 or 1, or times steps 2.. from a
+  // step-1 line it could not time (torchtitan without "Training starts"). Else an excerpt.
+  bool from_start = true;
   std::uint64_t unprinted_steps = 0;  // steps in the span no line times (nanoGPT's log_interval)
   bool per_line = false;  // `steps` has one row per line, not per step (a span too long to hold)
   std::size_t skipped_lines = 0;
@@ -254,6 +257,8 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   a.rank = run.rank;
   if (run.steps.empty()) throw format_error(run.source + ": no step lines");
   a.first_step = run.steps.front().m.step;
+  a.from_start = a.first_step <= 1 ||
+                 (run.steps.front().covers > 1 && a.first_step + 1 - run.steps.front().covers <= 2);
   a.last_step = run.steps.back().m.step;
   const auto& facts = run.facts;
 
@@ -364,7 +369,10 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
     a.peak_source = "given";
   } else {
     const std::string& name = !cfg.device.empty() ? cfg.device : facts.device;
-    if (!name.empty()) {
+    // llm.c's CPU trainer names no CPU: the table's "cpu" row is trainkit's own reference
+    // machine, not the poster's (an M3 Max read 72% of it), so a CPU log's peak must be given.
+    const bool unnamed_cpu = cfg.device.empty() && facts.device == "cpu";
+    if (!name.empty() && !unnamed_cpu) {
       if (const auto p = peak_tflops(name, compute_dtype::bf16)) {
         a.peak_tflops = *p;
         a.peak_source = name;
@@ -374,7 +382,10 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
                            "log_report_config.peak_tflops instead");
       }
     }
-    if (!(a.peak_tflops > 0))
+    if (unnamed_cpu)
+      missing.push_back(
+          "log_report_config.peak_tflops (it ran on a CPU and names none; the peak of that CPU)");
+    else if (!(a.peak_tflops > 0))
       missing.push_back("log_report_config.device (or log_report_config.peak_tflops)");
   }
   if (!missing.empty()) {
@@ -444,7 +455,9 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   std::vector<double> excess(run.steps.size());
   for (std::size_t i = 0; i < run.steps.size(); ++i)
     excess[i] = std::max(0.0, (run.steps[i].m.dt_ms - med) * double(run.steps[i].covers));
-  while (a.warmup_lines + 1 < run.steps.size() &&
+  // Leading slow lines are a warm-up only where the log starts at the run's start: the first
+  // line of an excerpt (a log from step 10750 on) is an arbitrary step, often an evaluation's.
+  while (a.from_start && a.warmup_lines + 1 < run.steps.size() &&
          a.warmup_lines < std::max<std::size_t>(1, run.steps.size() / 2) &&
          run.steps[a.warmup_lines].m.dt_ms > th.warmup_ratio * med) {
     a.warmup_ms += excess[a.warmup_lines];
@@ -569,8 +582,12 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
                         ev && ck ? "evaluation + checkpoint save"
                         : ck     ? "checkpoint save"
                         : ev     ? "evaluation"
-                                 : "nothing the log mentions coincides (input stall, garbage "
-                                   "collection, another process?)"});
+                        : i == 0 && !a.from_start
+                            ? "the first line of a log that starts mid-run: a warm-up if the run "
+                              "(re)started here, else an evaluation or stall the excerpt does not "
+                              "show"
+                            : "nothing the log mentions coincides (input stall, garbage "
+                              "collection, another process?)"});
   }
 
   // ---- wall time, the summary in trainkit's words --------------------------------------------
@@ -682,13 +699,21 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
                 "wall time",
                 saves_with_eval ? "up to " : "", a.save_ms_each / 1e3, 100 * a.save_ms_total / wall)
           : std::string();
+  // In an excerpt (a log from step 2920 on) one save or one evaluation gives its cost but not
+  // how often it comes: its share of the excerpt is no verdict on the run (a 4-step paste with
+  // one evaluation read "eval-bound, 87%" for a run that evaluates every 250 steps).
+  const bool excerpt = !a.from_start;
+  const bool lone_save = excerpt && a.saves.size() - a.untimed_saves < 2 &&
+                         a.save_ms_total / wall > th.checkpoint_share;
+  const bool lone_eval =
+      excerpt && a.evals.size() - a.untimed_evals < 2 && a.eval_ms_total / wall > th.eval_share;
   if (a.warmup_ms / wall > th.warmup_share) {
     a.verdict = bottleneck::warmup;
     a.evidence = format(
         "the first %zu step line(s) took %.1f s above the median: %.0f%% of the "
         "run's wall time; run longer before judging",
         a.warmup_lines, a.warmup_ms / 1e3, 100 * a.warmup_ms / wall);
-  } else if (a.save_ms_total / wall > th.checkpoint_share) {
+  } else if (a.save_ms_total / wall > th.checkpoint_share && !lone_save) {
     a.verdict = bottleneck::checkpoint;
     a.evidence =
         format(
@@ -696,7 +721,7 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
             "each); ",
             100 * a.save_ms_total / wall, a.saves.size() - a.untimed_saves, a.save_ms_each / 1e3) +
         save_hint + ", or save less often";
-  } else if (a.eval_ms_total / wall > th.eval_share) {
+  } else if (a.eval_ms_total / wall > th.eval_share && !lone_eval) {
     a.verdict = bottleneck::eval;
     a.evidence = format(
         "evaluation took %.1f%% of the wall time; evaluate less often or on "
@@ -717,6 +742,13 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
         100 * a.mfu_median);
     if (!save_hint.empty()) a.evidence += "; " + save_hint;
   }
+  if (lone_save || lone_eval)
+    a.evidence += format(
+        "; this excerpt's one %s took %.0f s, %.1f%% of its wall time, but one is not an "
+        "interval: its share of the whole run needs a longer log",
+        lone_save ? "checkpoint save" : "evaluation",
+        (lone_save ? a.save_ms_total : a.eval_ms_total) / 1e3,
+        100 * (lone_save ? a.save_ms_total : a.eval_ms_total) / wall);
   if (a.untimed_saves + a.untimed_evals > 0)
     a.evidence += format(
         "; %zu checkpoint save(s) and %zu evaluation(s) are in no step time "
@@ -754,7 +786,7 @@ inline std::string format_run_analysis(const run_analysis& a) {
     s += format(", %zu lines of ranks other than rank %d left out", a.other_ranks, a.rank);
   if (a.per_line) s += "; summarised one row per line";
   s += "\n";
-  if (a.first_step > 1)
+  if (!a.from_start)
     s += format("window: an excerpt from %s %llu on; shares below are of this window\n", w,
                 (unsigned long long)a.first_step);
   s += format(

@@ -233,6 +233,10 @@ class trainer {
       auto timed = clock.time(phase::compute);
       model_.zero_grad(ctx_);
     }
+    // A model whose computation follows a schedule (the Llama recipe's attention windows) is told
+    // the step; it is restored on resume, so a resumed run computes as the one it continues.
+    if constexpr (requires { model_.set_step(std::int64_t{}); })
+      model_.set_step(std::int64_t(step_));
     // 1/(micro-batches × ranks): the reducer sums the ranks' shares of the mean.
     const int accum = grad_accum_steps_at(step_);  // accum_ unless a batch ramp is on
     trainkit::model::micro_step micro{

@@ -9,12 +9,20 @@
 // the checkpointers and the sampler treat both families alike; this file is the block: its kernels
 // (cpu/rmsnorm_rope_kernels.hpp, with the shared linear layers of cpu/kernels.hpp), the tensors
 // they read and the activations they keep (attention probabilities among them: L·B·H·T² values).
+//
+// The speedrun recipe's parts (llama_config::recipe; issue 38, docs/recipes.md) are computed here
+// when on, each from its kernel in model/recipe/: value embeddings mixed into v (before QK-norm
+// and RoPE, which touch only q and k), U-net skips (a decoder block's input kept apart, its
+// gradient routed back to the encoder output), sliding windows per layer from the step the trainer
+// sets (set_step), and the logit cap, which transformer_cpu applies (logit_cap()). Off, none of
+// them runs and the block computes what it did before they existed.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -28,6 +36,9 @@
 #include "trainkit/model/detail/rope_table.hpp"
 #include "trainkit/model/llama/config.hpp"
 #include "trainkit/model/llama/init.hpp"
+#include "trainkit/model/recipe/sliding_window_attention.hpp"
+#include "trainkit/model/recipe/unet_skips.hpp"
+#include "trainkit/model/recipe/value_embeddings.hpp"
 #include "trainkit/model/transformer/cpu.hpp"
 
 namespace trainkit::model {
@@ -64,7 +75,16 @@ class llama_cpu_block {
   }
 
   explicit llama_cpu_block(const llama_config& cfg)
-      : config_(cfg), rope_(cfg.max_seq_len, cfg.head_size(), cfg.rope_theta) {}
+      : config_(cfg),
+        rope_(cfg.max_seq_len, cfg.head_size(), cfg.rope_theta),
+        offsets_(llama_tensor_offsets(cfg)) {}
+
+  /// The optimizer step the next passes belong to (0-based): it picks each layer's attention
+  /// window (llama_config::attention_window). Until it is set, the schedule's final windows (a
+  /// trained model evaluated or sampled).
+  void set_step(std::int64_t step) noexcept { step_ = step; }
+  /// The logit soft-cap transformer_cpu applies in its cross-entropy and logits (0 = off).
+  float logit_cap() const noexcept { return config_.recipe.logit_cap; }
 
   // Sizes the activations for (B, T); called by transformer_cpu when the shape changes. D =
   // (H+2KV)·hs, R = fc_rows() (2F or F).
@@ -91,11 +111,17 @@ class llama_cpu_block {
     g.fc.assign(N * R, 0);
     g.fc_act.assign(N * F, 0);
     g.att.assign(B * H * T * T, 0);
+    // The recipe's activations (empty when its parts are off).
+    const std::size_t half = std::size_t(config_.unet_weights());
+    tokens_.assign(config_.recipe.value_embeddings > 0 ? N : 0, 0);
+    a.skipped.assign(half * N * C, 0);
+    g.skip.assign(half * N * C, 0);
   }
 
   using pass = cpu_pass<Scalar, tensor>;
 
   void embed(const pass& p, const std::int32_t* inputs) {
+    std::copy_n(inputs, tokens_.size(), tokens_.begin());  // value embeddings read them later
     detail::embedding_forward(act_.encoded.data(), inputs, p.tensor(wte), p.rows(),
                               config_.channels);
   }
@@ -110,6 +136,12 @@ class llama_cpu_block {
                       NF = std::size_t(N) * F, BHTT = std::size_t(p.batch) * H * T * T;
     const Scalar eps = Scalar(config_.norm_eps);
     activations& a = act_;
+    if (const int i = unet_.weight_index(l); i >= 0) {  // x = previous output + w·skip
+      Scalar* skipped = a.skipped.data() + std::size_t(i) * NC;
+      std::copy_n(output_of(l - 1, NC), NC, skipped);
+      recipe::unet_skip_forward(skipped, output_of(unet_.skip_source(l), NC), std::ptrdiff_t(NC),
+                                recipe_tensor(p.params, unet_weights)[i]);
+    }
     const Scalar* x = input_of(l, NC);  // (B, T, C)
     Scalar* ln1 = a.ln1.data() + l * NC;
     Scalar* qkv = a.qkv.data() + l * ND;
@@ -124,11 +156,19 @@ class llama_cpu_block {
     k::rmsnorm_forward(ln1, a.ln1_rstd.data() + l * N, x, p.tensor(ln1w) + lc, N, C, eps);
     k::matmul_forward<Scalar>(qkv, ln1, p.tensor(qkvw) + lc * D, nullptr, nullptr, N, C, D);
     std::copy_n(qkv, ND, qkvr);
+    if (const int slot = llama_ve_slot(config_, l); slot >= 0) {  // v ← λ₀·v + λ₁·E[token]
+      const Scalar* lambda = recipe_tensor(p.params, ve_lambdas) + 2 * slot;
+      const std::size_t vo = std::size_t(H + KV) * hs;
+      recipe::value_embed_forward(qkvr + vo, D, qkv + vo, D, value_table(p.params, l),
+                                  tokens_.data(), N, config_.value_width(), lambda[0], lambda[1]);
+    }
     if (config_.qk_norm)  // q and k heads are the first H + KV heads of each row
       k::head_rmsnorm_forward(qkvr, a.qk_rstd.data() + std::size_t(l) * N * (H + KV), N, H + KV, hs,
                               D, eps);
     k::rope_rotate(qkvr, rope_, N, T, H + KV, hs, D, /*inverse=*/false);
-    k::gqa_attention_forward(atty, a.att.data() + l * BHTT, qkvr, attention_shape(p));
+    recipe::sliding_window_gqa_attention_forward(atty, a.att.data() + l * BHTT, qkvr,
+                                                 attention_shape(p),
+                                                 config_.attention_window(l, step_));
     k::matmul_forward<Scalar>(res2, atty, p.tensor(attprojw) + lc * C, nullptr, x, N, C, C);
     k::rmsnorm_forward(ln2, a.ln2_rstd.data() + l * N, res2, p.tensor(ln2w) + lc, N, C, eps);
     k::matmul_forward<Scalar>(fc, ln2, p.tensor(fcw) + lc * R, nullptr, nullptr, N, C, R);
@@ -148,6 +188,7 @@ class llama_cpu_block {
   void backward_final(const pass& p, const Scalar* dout) {
     const std::size_t NC = std::size_t(p.rows()) * config_.channels;
     std::fill(dact_.residual.begin(), dact_.residual.end(), Scalar(0));
+    std::fill(dact_.skip.begin(), dact_.skip.end(), Scalar(0));
     detail::rmsnorm_backward(dact_.residual.data(), p.grad(lnfw), dout,
                              input_of(config_.num_layers, NC), p.tensor(lnfw), act_.lnf_rstd.data(),
                              p.rows(), config_.channels);
@@ -166,6 +207,10 @@ class llama_cpu_block {
     Scalar* dres = d.residual.data();
     const Scalar* x = input_of(l, NC);
     const std::size_t lc = std::size_t(l) * C;
+    if (l < unet_.encoder_blocks() && config_.recipe.unet_skips) {  // ∂ from the decoder's skip
+      const Scalar* dskip = d.skip.data() + std::size_t(l) * NC;
+      for (std::size_t j = 0; j < NC; ++j) dres[j] += dskip[j];
+    }
     // res3 = res2 + fc_act·fcprojwᵀ
     k::matmul_backward<Scalar>(d.fc_act.data(), p.grad(fcprojw) + lc * F, nullptr, dres,
                                a.fc_act.data() + l * NF, p.tensor(fcprojw) + lc * F, N, F, C);
@@ -183,6 +228,17 @@ class llama_cpu_block {
     const Scalar* qkvr = a.qkvr.data() + l * ND;
     k::gqa_attention_backward(d.qkv.data(), d.att.data(), d.atty.data(), qkvr,
                               a.att.data() + l * BHTT, attention_shape(p));
+    if (const int slot = llama_ve_slot(config_, l); slot >= 0) {  // in place on ∂v
+      const Scalar* lambda = recipe_tensor(p.params, ve_lambdas) + 2 * slot;
+      const std::size_t vo = std::size_t(H + KV) * hs;
+      const std::size_t table = std::size_t(ve_plan().table_of(l)) * config_.padded_vocab_size *
+                                std::size_t(config_.value_width());
+      recipe::value_embed_backward(d.qkv.data() + vo, D,
+                                   recipe_tensor(p.grads, value_embeds) + table,
+                                   recipe_tensor(p.grads, ve_lambdas) + 2 * slot, d.qkv.data() + vo,
+                                   D, a.qkv.data() + l * ND + vo, D, value_table(p.params, l),
+                                   tokens_.data(), N, config_.value_width(), lambda[0], lambda[1]);
+    }
     // QK-norm's backward in the rotated frame, then the inverse rotation: a parameter-free
     // RMSNorm commutes with the rotation (it preserves norms and dot products), so
     // R⁻¹·norm'(Rŷ)·d = norm'(ŷ)·R⁻¹d and the rotated output qkvr serves as ŷ.
@@ -194,6 +250,12 @@ class llama_cpu_block {
                                a.ln1.data() + l * NC, p.tensor(qkvw) + lc * D, N, C, D);
     k::rmsnorm_backward(dres, p.grad(ln1w) + lc, d.ln.data(), x, p.tensor(ln1w) + lc,
                         a.ln1_rstd.data() + l * N, N, C);
+    if (const int i = unet_.weight_index(l); i >= 0) {  // x = previous output + w·skip
+      const int source = unet_.skip_source(l);
+      recipe::unet_skip_backward(
+          d.skip.data() + std::size_t(source) * NC, recipe_tensor(p.grads, unet_weights) + i, dres,
+          output_of(source, NC), std::ptrdiff_t(NC), recipe_tensor(p.params, unet_weights)[i]);
+    }
   }
 
   void backward_embed(const pass& p, const std::int32_t* inputs) {
@@ -220,6 +282,7 @@ class llama_cpu_block {
     buffer fc_act;         // (L, B, T, F) MLP hidden after the nonlinearity
     buffer res3;           // (L, B, T, C) residual after the MLP
     buffer lnf_rstd;       // (B, T)
+    buffer skipped;        // (L/2, B, T, C) a decoder block's input with its U-net skip added
   };
 
   // Gradients of activations, one layer's worth, reused layer after layer.
@@ -231,19 +294,44 @@ class llama_cpu_block {
     buffer fc;        // (B, T, R)
     buffer fc_act;    // (B, T, F)
     buffer att;       // (B, H, T, T) scratch for the softmax backward
+    buffer skip;      // (L/2, B, T, C) ∂ of each encoder output through its U-net skip
   };
 
   detail::gqa_shape attention_shape(const pass& p) const noexcept {
     return {p.batch, p.seq, config_.num_heads, config_.num_kv_heads, config_.head_size()};
   }
 
-  // Layer l's input: the embedding for l = 0, else layer l-1's output (l = L: the last output).
+  // Layer l's output (res3).
+  const Scalar* output_of(int l, std::size_t NC) const noexcept {
+    return act_.res3.data() + std::size_t(l) * NC;
+  }
+  // Layer l's input: the embedding for l = 0, a decoder block's skipped input with U-net skips,
+  // else layer l-1's output (l = L: the last output).
   const Scalar* input_of(int l, std::size_t NC) const noexcept {
-    return l == 0 ? act_.encoded.data() : act_.res3.data() + (l - 1) * NC;
+    if (const int i = unet_.weight_index(l); i >= 0) return act_.skipped.data() + i * NC;
+    return l == 0 ? act_.encoded.data() : output_of(l - 1, NC);
+  }
+
+  // A recipe tensor in the parameter or gradient buffer (present: its part is on).
+  Scalar* recipe_tensor(Scalar* base, llama_tensor t) const noexcept {
+    return base + offsets_[std::size_t(t)];
+  }
+  recipe::value_embedding_plan ve_plan() const noexcept {
+    return {config_.recipe.value_embeddings, config_.num_layers};
+  }
+  // The value-embedding table layer l reads ((Vp, KV·hs) in value_embeds).
+  const Scalar* value_table(Scalar* params, int l) const noexcept {
+    return recipe_tensor(params, value_embeds) + std::size_t(ve_plan().table_of(l)) *
+                                                     config_.padded_vocab_size *
+                                                     std::size_t(config_.value_width());
   }
 
   llama_config config_;
   detail::rope_table rope_;
+  std::array<std::size_t, std::size_t(llama_tensor::tensor_count)> offsets_;
+  recipe::unet_plan unet_{config_.recipe.unet_skips ? config_.num_layers : 0};
+  std::int64_t step_ = std::numeric_limits<std::int64_t>::max();  // set_step
+  std::vector<std::int32_t> tokens_;  // (B, T) this pass's inputs (value embeddings only)
   activations act_;
   activation_grads dact_;
 };

@@ -30,11 +30,11 @@ namespace trainkit::model::recipe {
 struct window_schedule {
   int short_window = 0;  // tokens; 0 = no sliding window (full causal attention everywhere)
   int long_window = 0;
-  int long_every = 4;   // layers L−1, L−1−k, L−1−2k, ... are long (when pattern is empty)
-  int start = 0;        // the long window at step 0 (0 = long_window from the start)
-  int grow_steps = 0;   // steps over which it grows to long_window
-  int block = 64;       // windows are multiples of this (the flash kernel's key tile)
-  std::string pattern;  // 'S'/'L' per layer, cyclic; empty = the long_every rule
+  int long_every = 4;  // layers L−1, L−1−k, L−1−2k, ... are long (when pattern is empty)
+  int start = 0;       // the long window at step 0 (0 = long_window from the start)
+  int grow_steps = 0;  // steps over which it grows to long_window
+  int block = 64;      // windows are multiples of this (the flash kernel's key tile)
+  std::string pattern{};  // 'S'/'L' per layer, cyclic; empty = the long_every rule
 
   friend bool operator==(const window_schedule&, const window_schedule&) = default;
 

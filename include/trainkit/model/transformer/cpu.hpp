@@ -22,6 +22,11 @@
 // (the head's gradients are final then), transformer_layer_bucket(L, l) after layer l's backward,
 // and the last one after the embedding's backward (a tied head's gradient lands in wte).
 //
+// Two hooks serve blocks whose computation has more to it (the Llama's speedrun recipe): a
+// block's `logit_cap()` soft-caps the logits in the cross-entropy and in forward_logits, and its
+// `set_step(step)` is reachable as the model's (the trainer tells it the step). Blocks without
+// them (GPT-2) compute exactly as before.
+//
 // Activations are sized for the batch shape on first use and reused while it stays the same. The
 // LM head runs in chunks of rows so a large B·T never materialises all (B·T, Vp) logits. Logits
 // span the padded vocabulary Vp, but the softmax ranges over the V real tokens only, so padded rows
@@ -31,6 +36,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +56,7 @@
 #include "trainkit/model/cpu/kernels.hpp"
 #include "trainkit/model/detail/aligned_vector.hpp"
 #include "trainkit/model/detail/batch_checks.hpp"
+#include "trainkit/model/recipe/softcap_crossentropy.hpp"
 #include "trainkit/model/transformer/layout.hpp"
 #include "trainkit/model/zero_parameters.hpp"
 
@@ -225,8 +232,15 @@ class transformer_cpu {
     detail::matmul_forward<Scalar>(logits_out_.data(), final_.data(), tensor(head_), nullptr,
                                    nullptr, detail::index(N), config_.channels,
                                    config_.padded_vocab_size);
+    if (const Scalar cap = logit_cap(); cap > Scalar(0))  // the logits the loss is of
+      for (Scalar& z : logits_out_) z = cap * std::tanh(z / cap);
     return {logits_out_.data(), logits_out_.size()};
   }
+
+  /// The optimizer step the next passes belong to, for a block whose computation follows a
+  /// schedule (the Llama's attention windows); the trainer calls it before each step.
+  void set_step(std::int64_t step) requires requires(Block& b, std::int64_t s) { b.set_step(s); }
+  { block_.set_step(step); }
 
   /// The tensors a checkpoint must hold: "model.<name>" for each parameter tensor, in layout order.
   std::vector<state_tensor> state() {
@@ -311,6 +325,14 @@ class transformer_cpu {
     check_tokens(batch.targets, batch.tokens(), "target", batch.seq_len);
   }
 
+  // The block's logit soft-cap (0: none, and a block without one).
+  Scalar logit_cap() const noexcept {
+    if constexpr (requires(const Block& b) { b.logit_cap(); })
+      return Scalar(block_.logit_cap());
+    else
+      return Scalar(0);
+  }
+
   int classifier_rows(std::size_t N) const {
     const std::size_t rows =
         classifier_chunk_bytes / (sizeof(Scalar) * std::size_t(config_.padded_vocab_size));
@@ -346,14 +368,15 @@ class transformer_cpu {
     const int C = config_.channels, V = config_.vocab_size, Vp = config_.padded_vocab_size;
     const k::index N = k::index(batch_) * seq_;
     const k::index chunk = classifier_rows(std::size_t(N));
-    const Scalar dloss = grad_scale / Scalar(N);
+    const Scalar dloss = grad_scale / Scalar(N), cap = logit_cap();
     Scalar* logits = logits_.data();  // (chunk, Vp)
     for (k::index r0 = 0; r0 < N; r0 += chunk) {
       const k::index rows = std::min(chunk, N - r0);
       const Scalar* in = final_.data() + r0 * C;
       k::matmul_forward<Scalar>(logits, in, tensor(head_), nullptr, nullptr, rows, C, Vp);
-      k::softmax_crossentropy(logits, losses_.data() + r0, targets + r0, rows, V, Vp, backward,
-                              dloss);
+      // cap 0 is softmax_crossentropy itself (recipe/softcap_crossentropy.hpp)
+      recipe::softcapped_crossentropy(logits, losses_.data() + r0, targets + r0, rows, V, Vp,
+                                      backward, dloss, cap);
       if (backward)  // dlogits now in `logits`, zero in the padded columns
         k::matmul_backward<Scalar>(dfinal_.data() + r0 * C, grad(head_), nullptr, logits, in,
                                    tensor(head_), rows, C, Vp);

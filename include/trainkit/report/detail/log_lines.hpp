@@ -191,7 +191,7 @@ inline bool is_level(std::string_view w) {
 }
 
 /// A rank tag at the start of `s`: "[rank3]:", "[default3]:", "[1,3]<stdout>:", "3: ",
-/// "rank3: ". The rank and the tag's length.
+/// "rank3: ", "rank3]:" (a paste that lost the "["). The rank and the tag's length.
 inline std::optional<std::pair<int, std::size_t>> rank_tag(std::string_view s) {
   auto number_at = [&](std::size_t i, std::size_t& end) -> std::optional<int> {
     std::size_t j = i;
@@ -225,6 +225,10 @@ inline std::optional<std::pair<int, std::size_t>> rank_tag(std::string_view s) {
   if (s.starts_with("rank")) {
     const auto r = number_at(4, end);
     if (r && end + 1 < s.size() && s[end] == ':' && s[end + 1] == ' ')
+      return std::pair{*r, end + 2};
+    // "rank0]:" - torchrun's tag with its "[" lost where a paste starts one character late
+    // (pytorch/torchtitan#153's log opens so).
+    if (r && end + 1 < s.size() && s[end] == ']' && s[end + 1] == ':')
       return std::pair{*r, end + 2};
   }
   const auto r = number_at(0, end);  // "0: " (srun -l, torchrun --tee with a filter)
