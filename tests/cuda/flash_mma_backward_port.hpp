@@ -39,6 +39,7 @@ namespace trainkit::test_gpu {
 struct mma_backward_options {
   bool round_operands = true;  // P and dS to bf16 for the products, as the kernel
   bool round_out = true;       // dq, dk, dv to bf16, as the kernel
+  int window = 0;              // sliding window in keys (0 = full causal), as the launcher's
 };
 
 namespace backward_port_detail {
@@ -95,6 +96,7 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
   const float scale = 1.0f / std::sqrt(float(hs));
   const float scale_log2 = scale * float(d::flash_log2e);
   const float inf = std::numeric_limits<float>::infinity();
+  const int window = fwd::effective_window(opt.window, T);  // the launcher's
   const auto rnd = [&](float x) { return opt.round_operands ? hw::to_bf16(x) : x; };
   const auto rnd_out = [&](float x) { return opt.round_out ? hw::to_bf16(x) : x; };
   dqkv.assign(std::size_t(B) * T * std::size_t(row), std::numeric_limits<float>::quiet_NaN());
@@ -129,7 +131,7 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
       }
   };
 
-  const int query_tiles = d::flash_tile_count(T, Bq), key_tiles = d::flash_tile_count(T, Bk);
+  const int key_tiles = d::flash_tile_count(T, Bk);
   for (int b = 0; b < B; ++b)
     for (int g = 0; g < KV; ++g)
       for (int kt = 0; kt < key_tiles; ++kt) {
@@ -142,7 +144,8 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
           return dout.data() + std::ptrdiff_t(b) * T * C + heads.q_col(h);
         };
         const int first_qt = d::flash_first_query_tile(kt);
-        const int steps = heads.group() * (query_tiles - first_qt);
+        const int end_qt = lay::end_query_tile(kt, Bk, Bq, T, window);
+        const int steps = heads.group() * (end_qt - first_qt);
         const int h0 = heads.first_query_head(g);
         copy_tile(sk, k, row, k0);
         copy_tile(sv, v, row, k0);
@@ -155,11 +158,10 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
           dv[std::size_t(w)].assign(std::size_t(hs / 8), hw::warp_acc{});
         }
         for (int step = 0; step < steps; ++step) {
-          const d::flash_backward_step at = d::flash_backward_visit(step, first_qt, query_tiles);
+          const d::flash_backward_step at = d::flash_backward_visit(step, first_qt, end_qt);
           const int h = h0 + at.member, q0 = at.qt * Bq, stage = step % 2;
           if (step + 1 < steps) {  // the next query tile's q, dout into the other stage
-            const d::flash_backward_step to =
-                d::flash_backward_visit(step + 1, first_qt, query_tiles);
+            const d::flash_backward_step to = d::flash_backward_visit(step + 1, first_qt, end_qt);
             copy_tile(sq[1 - stage], q_of(h0 + to.member), row, to.qt * Bq);
             copy_tile(sdy[1 - stage], dy_of(h0 + to.member), C, to.qt * Bq);
           }
@@ -169,7 +171,6 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
             slse[std::size_t(r)] = real ? lse[stats + q0 + r] * float(d::flash_log2e) : inf;
             sdelta[std::size_t(r)] = real ? delta[stats + q0 + r] : 0.0f;
           }
-          const bool diagonal = at.qt == kt;
           const std::vector<float>& q_tile = sq[stage];
           const std::vector<float>& dy_tile = sdy[stage];
           for (int w = 0; w < warps; ++w) {
@@ -227,14 +228,19 @@ inline void flash_backward_mma_port(std::vector<float>& dqkv, const std::vector<
                 xa[std::size_t(kk)] = accumulators_as_a(acc, kk, rnd);
               return xa;
             };
-            // Sᵀ, then Pᵀ in place (the mask on the diagonal tile only).
+            // Sᵀ, then Pᵀ in place (the mask on the diagonal tile and where this warp's keys cross
+            // the window's left edge only).
+            const bool crossing =
+                at.qt == kt || fwd::needs_window_mask(q0 + Bq - 1, k0 + r0, window);
             auto s = strip_times_transposed(sk, q_tile);
             for (int n = 0; n < Bq / 8; ++n)
               for (int l = 0; l < L; ++l)
                 for (int i = 0; i < 4; ++i) {
                   const int key = r0 + lay::acc_key(l, i), query = 8 * n + lay::acc_query(l, i);
                   float& x = s[std::size_t(n)][std::size_t(l)][std::size_t(i)];
-                  x = (diagonal && !lay::diagonal_visible(key, query))
+                  // Windowed, the kernel's relative positions (from the tile's first key).
+                  x = (crossing && !(window > 0 ? lay::window_visible(key, q0 - k0 + query, window)
+                                                : lay::diagonal_visible(key, query)))
                           ? 0.0f
                           : std::exp2(x * scale_log2 - slse[std::size_t(query)]);
                 }

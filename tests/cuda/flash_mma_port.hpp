@@ -112,6 +112,7 @@ inline constexpr double mma_port_lse_distance = 2e-5;
 struct mma_port_options {
   bool round_p = true;    // P to bf16 for the P·V product, as the kernel
   bool round_out = true;  // out to bf16, as the kernel
+  int window = 0;         // sliding window in keys (0 = full causal), as the launcher's argument
 };
 
 /// out (B, T, C), lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs) holding bf16 values, the kernel's
@@ -130,6 +131,7 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
   const std::ptrdiff_t row = heads.row();
   const float scale_log2 = 1.0f / std::sqrt(float(hs)) * float(d::flash_log2e);
   const float inf = std::numeric_limits<float>::infinity();
+  const int window = lay::effective_window(opt.window, T);  // the launcher's
   out.assign(std::size_t(B) * T * C, std::numeric_limits<float>::quiet_NaN());
   lse.assign(std::size_t(B) * H * T, std::numeric_limits<float>::quiet_NaN());
 
@@ -159,10 +161,11 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
       const float* v = base + heads.v_col(h);
       for (int qt = 0; qt < tiles; ++qt) {
         const int q0 = qt * rows, last = lay::forward_last_key_tile(q0, rows, T, Bk);
+        const int first = lay::forward_first_key_tile(q0, window, Bk);
         for (int part = 0; part < rows / Bq; ++part)
           copy_tile(sq, std::size_t(part) * Bq * hs, q, q0 + part * Bq);
-        copy_tile(sk[0], 0, k, 0);
-        copy_tile(sv[0], 0, v, 0);
+        copy_tile(sk[0], 0, k, first * Bk);
+        copy_tile(sv[0], 0, v, first * Bk);
         struct group_state {
           std::vector<hw::warp_regs<4>> qa;  // the group's Q rows as A fragments, per 16 dims
           std::vector<hw::warp_acc> o;       // O (16 × hs): hs / 8 accumulators
@@ -183,11 +186,13 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
               st.qa[std::size_t(kk)] = hw::ldmatrix_x4(sq, addr, false);
             }
             st.o.assign(std::size_t(hs / 8), hw::warp_acc{});
-            for (auto& x : st.m) x = {-inf, -inf};
+            // Windowed, from the lowest finite float (a row may see no key of its first tiles).
+            const float m0 = window > 0 ? -std::numeric_limits<float>::max() : -inf;
+            for (auto& x : st.m) x = {m0, m0};
             for (auto& x : st.lsum) x = {0.0f, 0.0f};
           }
-        for (int kt = 0; kt <= last; ++kt) {
-          const int stage = kt % 2, k0 = kt * Bk;
+        for (int kt = first; kt <= last; ++kt) {
+          const int stage = (kt - first) % 2, k0 = kt * Bk;
           // Double buffering: the block copies the next K, V tiles into the other stage before
           // it works on this one.
           if (kt + 1 <= last) {
@@ -222,7 +227,8 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
               auto& m = ws[std::size_t(w)][std::size_t(g)].m;
               auto& lsum = ws[std::size_t(w)][std::size_t(g)].lsum;
               const int first_row = q0 + 16 * groups * w + 16 * g;
-              const bool crossing = lay::needs_mask(k0, Bk, first_row);
+              const bool crossing = lay::needs_mask(k0, Bk, first_row) ||
+                                    lay::needs_window_mask(first_row + 15, k0, window);
               // Scale to base 2; mask where the tile crosses the group's first row; row maxima
               // over the quad.
               std::array<std::array<float, 2>, L> mx;
@@ -232,8 +238,12 @@ inline void flash_forward_mma_port(std::vector<float>& out, std::vector<float>& 
                   for (int i = 0; i < 4; ++i) {
                     float& x = sg[std::size_t(n)][std::size_t(l)][std::size_t(i)];
                     x *= scale_log2;
-                    if (crossing && !lay::causal_visible(first_row + lay::acc_row(l, i),
-                                                         k0 + 8 * n + lay::acc_col(l, i)))
+                    // Windowed, the kernel's relative positions (from the tile's first key).
+                    if (crossing &&
+                        !(window > 0 ? lay::window_visible(first_row - k0 + lay::acc_row(l, i),
+                                                           8 * n + lay::acc_col(l, i), window)
+                                     : lay::causal_visible(first_row + lay::acc_row(l, i),
+                                                           k0 + 8 * n + lay::acc_col(l, i))))
                       x = -inf;
                     mx[std::size_t(l)][std::size_t(i / 2)] =
                         std::max(mx[std::size_t(l)][std::size_t(i / 2)], x);

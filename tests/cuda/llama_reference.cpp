@@ -9,11 +9,21 @@
 
 namespace trainkit::test_ref {
 
+namespace {
+// The recipe's window schedule reads the step: llama_cpu's set_step, where it has one.
+template <class M>
+void set_step_if_any(M& m, std::int64_t step) {
+  if constexpr (requires { m.set_step(step); }) m.set_step(step);
+}
+}  // namespace
+
 llama_result llama_forward_backward(const model::llama_config& cfg,
                                     const std::vector<float>& params,
                                     const std::vector<std::int32_t>& inputs,
-                                    const std::vector<std::int32_t>& targets, int B, int T) {
+                                    const std::vector<std::int32_t>& targets, int B, int T,
+                                    std::int64_t step) {
   model::llama_cpu m(cfg, model::zero_parameters);
+  set_step_if_any(m, step);
   std::copy(params.begin(), params.end(), m.parameters().begin());
   llama_result r;
   const auto logits = m.forward_logits(std::span<const std::int32_t>(inputs), B, T);

@@ -21,7 +21,8 @@ struct llama_result {
 llama_result llama_forward_backward(const model::llama_config& cfg,
                                     const std::vector<float>& params,
                                     const std::vector<std::int32_t>& inputs,
-                                    const std::vector<std::int32_t>& targets, int B, int T);
+                                    const std::vector<std::int32_t>& targets, int B, int T,
+                                    std::int64_t step = 0);
 
 /// basic_llama_cpu<float>(cfg, seed)'s parameters.
 std::vector<float> llama_cpu_initial_parameters(const model::llama_config& cfg, std::uint64_t seed);

@@ -31,6 +31,7 @@
 #include "reference.hpp"
 #include "trainkit/core/error.hpp"
 #include "trainkit/model/detail/flash_attention_reference.hpp"
+#include "window_reference.hpp"
 
 namespace k = trainkit::model::kernels;
 namespace ref = trainkit::test_ref;
@@ -223,6 +224,85 @@ TEST(CudaFlashAttention, SizedToleranceCatchesASkippedDiagonalBlockOnTheCpuPort)
   }
 }
 
+// Sliding-window attention (window W: query i sees keys i − W < j ≤ i): the kernels' windowed
+// instantiations against their lane-level emulations with the same window (same fragments and
+// roundings: mma_port_rounding_distance, lse to mma_port_lse_distance) and against the fp64
+// windowed attention (window_reference.hpp) at the bf16 chain's 2e-2. Windows smaller than a row
+// group, than a tile, not a multiple of it, one tile; hs 64 and 128; grouped queries; T ragged.
+void check_flash_window(window_ref::shape s, int window, std::uint64_t seed) {
+  const int B = s.B, T = s.T, C = s.C, H = s.H, KV = s.kv();
+  std::mt19937_64 rng(seed);
+  const std::size_t n = std::size_t(B) * T * C, nl = std::size_t(B) * H * T;
+  const fvec qkv = random_bf16(std::size_t(B) * T * s.row(), rng, 1.5f), dout = random_bf16(n, rng);
+  auto d_qkv = to_device(qkv), d_dout = to_device(dout);
+  auto out = poisoned(n), dqkv = poisoned(std::size_t(B) * T * s.row());
+  auto lse = poisoned_f32(nl), delta = poisoned_f32(nl), dq_accum = poisoned_f32(n);
+  k::flash_attention_forward(dev(out), lse.data(), dev(d_qkv), B, T, C, H, KV, 0, window);
+  const fvec out_h = to_host(out), lse_h = to_host_raw(lse);
+  k::flash_attention_backward(dev(dqkv), delta.data(), dq_accum.data(), dev(d_dout), dev(d_qkv),
+                              dev(out), lse.data(), B, T, C, H, KV, 0, window);
+  const fvec dqkv_h = to_host(dqkv);
+
+  fvec emu_out, emu_lse, emu_dqkv;
+  flash_forward_mma_port(emu_out, emu_lse, qkv, B, T, C, H, KV, {.window = window});
+  flash_backward_mma_port(emu_dqkv, dout, qkv, out_h, lse_h, B, T, C, H, KV, {.window = window});
+  std::vector<double> want_out, want_lse, want_dqkv;
+  const std::vector<double> qkv_d(qkv.begin(), qkv.end()), dout_d(dout.begin(), dout.end());
+  window_ref::naive_forward(want_out, want_lse, qkv_d, s, window);
+  window_ref::naive_backward(want_dqkv, dout_d, qkv_d, want_out, want_lse, s, window);
+  const fvec exp_out(want_out.begin(), want_out.end()), exp_lse(want_lse.begin(), want_lse.end());
+  const fvec exp_dqkv(want_dqkv.begin(), want_dqkv.end());
+
+  EXPECT_LT(relative_error(out_h, emu_out), mma_port_rounding_distance)
+      << "out vs the emulation, T=" << T << " W=" << window;
+  EXPECT_LT(relative_error(out_h, exp_out), 2e-2) << "out vs fp64, T=" << T << " W=" << window;
+  double worst = 0;
+  for (std::size_t i = 0; i < nl; ++i)
+    worst = std::isfinite(lse_h[i]) ? std::max(worst, double(std::abs(lse_h[i] - emu_lse[i])))
+                                    : INFINITY;
+  EXPECT_LT(worst, mma_port_lse_distance) << "lse vs the emulation, T=" << T << " W=" << window;
+  EXPECT_LT(relative_error(lse_h, exp_lse), tol_lse) << "lse vs fp64, W=" << window;
+  for (int part = 0; part < 3; ++part) {
+    const fvec got = part_of_gqa(dqkv_h, B * T, H, KV, C / H, part);
+    EXPECT_LT(relative_error(got, part_of_gqa(emu_dqkv, B * T, H, KV, C / H, part)),
+              mma_port_rounding_distance)
+        << "d"
+        << "qkv"[part] << " vs the emulation, T=" << T << " W=" << window;
+    EXPECT_LT(relative_error(got, part_of_gqa(exp_dqkv, B * T, H, KV, C / H, part)), 2e-2)
+        << "d"
+        << "qkv"[part] << " vs fp64, T=" << T << " W=" << window;
+  }
+}
+
+TEST(CudaFlashAttention, SlidingWindowHead64) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_window({1, 300, 128, 2}, 5, 51);      // smaller than a row group
+  check_flash_window({1, 300, 128, 2}, 79, 52);     // not a multiple of the tile, on an edge
+  check_flash_window({2, 193, 128, 2}, 64, 53);     // one tile, around the 128-row block
+  check_flash_window({1, 1024, 768, 12}, 256, 54);  // d12 shape, a short layer's window
+}
+
+TEST(CudaFlashAttention, SlidingWindowHead128AndGroupedQueries) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  check_flash_window({1, 200, 256, 2}, 70, 55);        // hs 128
+  check_flash_window({1, 193, 384, 6, 2}, 50, 56);     // groups of 3
+  check_flash_window({1, 1024, 768, 12, 6}, 128, 57);  // Llama d12's heads
+  check_flash_window({2, 17, 256, 4, 1}, 3, 58);       // shorter than a tile, one KV head
+}
+
+TEST(CudaFlashAttention, SlidingWindowOfTIsTheFullCausal) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  const int B = 1, T = 200, C = 128, H = 2;
+  std::mt19937_64 rng(59);
+  const fvec qkv = random_bf16(std::size_t(B) * T * 3 * C, rng, 1.5f);
+  auto d_qkv = to_device(qkv);
+  auto out0 = poisoned(std::size_t(B) * T * C), out1 = poisoned(std::size_t(B) * T * C);
+  auto lse0 = poisoned_f32(std::size_t(B) * H * T), lse1 = poisoned_f32(std::size_t(B) * H * T);
+  k::flash_attention_forward(dev(out0), lse0.data(), dev(d_qkv), B, T, C, H, H, 0);
+  k::flash_attention_forward(dev(out1), lse1.data(), dev(d_qkv), B, T, C, H, H, 0, T);
+  EXPECT_EQ(to_host(out0), to_host(out1)) << "a window of T runs the windowless kernel";
+}
+
 TEST(CudaFlashAttention, RejectsHeadSizesNotBuilt) {
   // No device needed: the shape check runs before any launch.
   EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 96, 1, 1, 0),
@@ -231,6 +311,9 @@ TEST(CudaFlashAttention, RejectsHeadSizesNotBuilt) {
                trainkit::config_error);
   // KV must divide H.
   EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 256, 4, 3, 0),
+               trainkit::config_error);
+  // A negative window.
+  EXPECT_THROW(k::flash_attention_forward(nullptr, nullptr, nullptr, 1, 8, 128, 2, 2, 0, -1),
                trainkit::config_error);
   // The backward adds dQ in float pairs: its accumulator must be 8-byte aligned.
   float* misaligned = reinterpret_cast<float*>(std::uintptr_t(4));

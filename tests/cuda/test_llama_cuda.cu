@@ -73,8 +73,10 @@ llama_config small(int L, int H, int KV) {
   return c;
 }
 
-void compare_with_cpu(const llama_config& cfg, int B, int T, llama_cuda_options opt = {}) {
+void compare_with_cpu(const llama_config& cfg, int B, int T, llama_cuda_options opt = {},
+                      std::int64_t step = -1) {
   llama_cuda gpu(cfg, 42, opt);
+  if (step >= 0) gpu.set_step(step);
   fvec params(gpu.num_parameters());
   gpu.copy_parameters_to_host(params);  // the bf16-rounded weights both models use
   const device_batch batch(B, T, cfg.vocab_size, 7);
@@ -85,8 +87,8 @@ void compare_with_cpu(const llama_config& cfg, int B, int T, llama_cuda_options 
   const float loss = gpu.forward_backward(batch.view(), 1.0f);
   fvec grads(gpu.num_parameters());
   gpu.gradients_to_host(grads);
-  const auto cpu = trainkit::test_ref::llama_forward_backward(cfg, params, batch.host_inputs,
-                                                              batch.host_targets, B, T);
+  const auto cpu = trainkit::test_ref::llama_forward_backward(
+      cfg, params, batch.host_inputs, batch.host_targets, B, T, step < 0 ? 0 : step);
   SCOPED_TRACE(cfg.to_string() + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
                (opt.attention == gpt2_attention::cudnn ? " cudnn" : " flash"));
   EXPECT_NEAR(loss, cpu.loss, 0.01 * cpu.loss) << "gpu " << loss << " cpu " << cpu.loss;
@@ -180,6 +182,46 @@ TEST(LlamaCuda, CudnnMatchesCpu) {
   compare_with_cpu(small(2, 4, 2), 2, 130, opt);
   opt.deterministic = false;
   compare_with_cpu(small(2, 6, 3), 1, 64, opt);
+}
+
+// The speedrun recipe's CUDA parts on against llama_cpu with the same recipe (issue 38): sliding
+// windows (short 64 / long 128 at T = 200, windows growing from 64 over 10 steps, read at step 3),
+// the logit soft-cap (30, in the classifier), zero-initialised projections (llama_cpu's init, which
+// the CUDA model starts from), tied and untied heads (the recipe tensors' offsets), value
+// embeddings (1 and 2 tables: layers 0, L−1 and 0, 1, L−2, L−1) and U-net skips (even and odd
+// depth), each alone and all together. With flash and, when linked, cuDNN. Never run (no
+// device); it needs llama_cpu's recipe wiring (helper i38c).
+TEST(LlamaCuda, RecipeMatchesCpu) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  llama_config c = small(4, 4, 2);
+  c.recipe.windows.short_window = 64;
+  c.recipe.windows.long_window = 128;
+  c.recipe.windows.long_every = 2;
+  c.recipe.logit_cap = 30.0f;
+  c.recipe.zero_init_projections = true;
+  compare_with_cpu(c, 2, 200);
+  c.recipe.windows.start = 64;
+  c.recipe.windows.grow_steps = 10;
+  compare_with_cpu(c, 1, 200, {}, /*step=*/3);
+  c.tied_embeddings = true;
+  compare_with_cpu(c, 1, 130);
+  llama_config ve = small(4, 4, 2);
+  ve.recipe.value_embeddings = 1;
+  compare_with_cpu(ve, 2, 64);
+  llama_config unet = small(4, 4, 2);
+  unet.recipe.unet_skips = true;
+  compare_with_cpu(unet, 2, 64);
+  unet.num_layers = 5;  // odd: the middle block has no skip
+  compare_with_cpu(unet, 1, 64);
+  c.recipe.value_embeddings = 2;
+  c.recipe.unet_skips = true;
+  compare_with_cpu(c, 2, 130, {}, 3);
+  if (trainkit::model::kernels::cudnn_attention_factory()) {
+    llama_cuda_options opt;
+    opt.attention = gpt2_attention::cudnn;
+    opt.deterministic = true;
+    compare_with_cpu(c, 1, 200, opt, 3);
+  }
 }
 
 struct bucket_log {
@@ -369,6 +411,10 @@ TEST(LlamaCuda, RefusesWhatItCannotRunNamingTheField) {
   expect_refusal(odd_f, {}, "llama_config.hidden_size");
   llama_config bad_kv = small(2, 4, 3);
   expect_refusal(bad_kv, {}, "llama_config.num_kv_heads");
+  // The recipe's own checks come first too.
+  llama_config ve = small(2, 2, 1);
+  ve.recipe.value_embeddings = 2;  // more than num_layers / 2
+  expect_refusal(ve, {}, "llama_config.recipe.value_embeddings");
 }
 
 }  // namespace

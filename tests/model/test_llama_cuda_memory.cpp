@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,13 +47,21 @@ std::vector<std::pair<const char*, tkm::arena_slot>> slots(const tkm::llama_cuda
           {"att_delta", p.att_delta},
           {"dq_accum", p.dq_accum},
           {"buckets", p.buckets},
-          {"attention_workspace", p.attention_workspace}};
+          {"attention_workspace", p.attention_workspace},
+          {"ve_saved", p.ve_saved},
+          {"unet_in", p.unet_in},
+          {"ve_scaled", p.ve_scaled},
+          {"recipe_partials", p.recipe_partials},
+          {"unet_dskip", p.unet_dskip}};
 }
 
 void expect_aligned_and_disjoint(const tkm::llama_cuda_arena_plan& p) {
   auto all = slots(p);
   std::sort(all.begin(), all.end(),
-            [](const auto& a, const auto& b) { return a.second.offset < b.second.offset; });
+            [](const auto& a, const auto& b) {  // an empty slot before a full one at its offset
+              return std::pair(a.second.offset, a.second.bytes) <
+                     std::pair(b.second.offset, b.second.bytes);
+            });
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i].second.offset % tkm::llama_cuda_arena_plan::alignment, 0u) << all[i].first;
     EXPECT_LE(all[i].second.offset + all[i].second.bytes, p.total_bytes) << all[i].first;
@@ -143,6 +152,49 @@ TEST(LlamaCudaMemory, VariantSlotsAppearOnlyWithTheirVariant) {
   c.mlp = tkm::llama_mlp::relu_squared;
   const auto relu2 = tkm::plan_llama_cuda_arena(c, 2, 64, true);
   EXPECT_EQ(relu2.fc.bytes, relu2.fc_act.bytes) << "ReLU²'s fc is F wide, like its activation";
+}
+
+// The speedrun recipe's slots (issue 38): absent when off (the plan is today's, byte for byte),
+// sized as llama_cuda writes them when on (value embeddings: the unmixed v of each of the 2k layers
+// and one λ₁-scaled gradient; U-net: L/2 decoder inputs and L/2 source gradients; the partials of
+// recipe.cuh's backwards), every per-index part inside its slot and apart from the next.
+TEST(LlamaCudaMemory, RecipeSlotsAppearOnlyWithTheRecipeAndHoldTheirParts) {
+  tkm::llama_config c = tkm::llama_config::preset("d6");
+  const int B = 2, T = 100;
+  const std::size_t N = std::size_t(B) * T, C = std::size_t(c.channels),
+                    W = std::size_t(c.value_width());
+  const auto off = tkm::plan_llama_cuda_arena(c, B, T, true);
+  for (const auto& s :
+       {off.ve_saved, off.unet_in, off.ve_scaled, off.recipe_partials, off.unet_dskip})
+    EXPECT_EQ(s.bytes, 0u);
+  c.recipe.value_embeddings = 2;
+  c.recipe.unet_skips = true;
+  const auto on = tkm::plan_llama_cuda_arena(c, B, T, true);
+  expect_aligned_and_disjoint(on);
+  const std::size_t half = std::size_t(c.num_layers / 2);
+  EXPECT_EQ(on.ve_saved.bytes, 4 * N * W * 2);
+  EXPECT_EQ(on.ve_scaled.bytes, N * W * 2);
+  EXPECT_EQ(on.unet_in.bytes, half * N * C * 2);
+  EXPECT_EQ(on.unet_dskip.bytes, half * N * C * 2);
+  EXPECT_EQ(on.recipe_partials.bytes, std::max(2 * trainkit::model::detail::recipe_blocks(N * W),
+                                               trainkit::model::detail::recipe_blocks(N * C)) *
+                                          4);
+  EXPECT_EQ(on.total_bytes - off.total_bytes, on.ve_saved.bytes + on.unet_in.bytes +
+                                                  on.ve_scaled.bytes + on.unet_dskip.bytes +
+                                                  (on.recipe_partials.bytes + 255) / 256 * 256)
+      << "nothing else moves";
+  for (const auto& [slot, n, width] :
+       {std::tuple{on.ve_saved, 4, W}, std::tuple{on.unet_in, int(half), C},
+        std::tuple{on.unet_dskip, int(half), C}})
+    for (int i = 0; i < n; ++i) {
+      const auto part = tkm::llama_cuda_recipe_part(slot, N, width, i);
+      EXPECT_EQ(part.bytes, N * width * 2);
+      EXPECT_LE(part.offset + part.bytes, slot.offset + slot.bytes) << i;
+      if (i + 1 < n) {
+        EXPECT_LE(part.offset + part.bytes,
+                  tkm::llama_cuda_recipe_part(slot, N, width, i + 1).offset);
+      }
+    }
 }
 
 TEST(LlamaCudaMemory, RefusesShapesPastMaxSeqLen) {

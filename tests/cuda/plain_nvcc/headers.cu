@@ -6,6 +6,7 @@
 #include <trainkit/checkpoint/cuda_stager.hpp>
 #include <trainkit/checkpoint/host_staged_checkpointer.hpp>
 #include <trainkit/core/linalg/gemm_cublaslt.cuh>
+#include <trainkit/model/cuda/recipe.cuh>
 #include <trainkit/model/gpt2/cuda.hpp>
 #include <trainkit/model/llama/cuda.hpp>
 #include <trainkit/model/llama/cuda_kernels.cuh>
@@ -24,6 +25,10 @@ int main() {
                        reinterpret_cast<void*>(&k::rope_forward),
                        reinterpret_cast<void*>(&k::swiglu_forward),
                        reinterpret_cast<void*>(&k::swiglu_backward),
-                       reinterpret_cast<void*>(&k::relu_squared_backward)};
+                       reinterpret_cast<void*>(&k::relu_squared_backward),
+                       reinterpret_cast<void*>(&k::value_mix_forward),
+                       reinterpret_cast<void*>(&k::value_mix_backward),
+                       reinterpret_cast<void*>(&k::skip_add_forward),
+                       reinterpret_cast<void*>(&k::skip_add_backward)};
   return launchers[0] == nullptr ? 1 : 0;
 }

@@ -21,10 +21,15 @@ static_assert(k::flash::backward_smem<128>::bytes == TRAINKIT_SMEM_BACKWARD_128,
 #endif
 
 void* trainkit_flash_kernels[] = {
-    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<64>),
-    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<128>),
-    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<64>),
-    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<128>),
+    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<64, false>),
+    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<128, false>),
+    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<64, false>),
+    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<128, false>),
+    // The sliding-window instantiations (a window > 0 and < T): rows `window_forward<64>` ...
+    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<64, true>),
+    reinterpret_cast<void*>(&k::flash_attention_forward_kernel<128, true>),
+    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<64, true>),
+    reinterpret_cast<void*>(&k::flash_attention_backward_kernel<128, true>),
     reinterpret_cast<void*>(&k::flash_attention_delta_kernel<64>),
     reinterpret_cast<void*>(&k::flash_attention_delta_kernel<128>),
     reinterpret_cast<void*>(&k::flash_attention_dq_kernel<float>),

@@ -23,8 +23,10 @@ namespace trainkit::model::kernels {
 /// place from the QKV GEMM's (B, T, (H + 2·KV)·hs) rows (q heads, then k heads, then v heads;
 /// query head h reads k, v head h / (H / KV): grouped-query attention, GPT-2 is KV = H and 3C a
 /// row), out (B, T, C) with C = H·hs, softmax statistics lse (B, H, T) fp32 natural log, dqkv
-/// (same layout as qkv) assigned with dk, dv summed over each group, scale 1/√hs. Work is enqueued
-/// on `stream`; nothing synchronises with the host. Not thread-safe: one engine per model.
+/// (same layout as qkv) assigned with dk, dv summed over each group, scale 1/√hs. `window` > 0:
+/// sliding-window causal attention, query i sees keys i − window < j ≤ i (0, or T and more: full
+/// causal), the backward taking the forward's window. Work is enqueued on `stream`; nothing
+/// synchronises with the host. Not thread-safe: one engine per model.
 class attention_engine {
  public:
   attention_engine() = default;
@@ -33,12 +35,13 @@ class attention_engine {
   virtual ~attention_engine() = default;
 
   virtual void forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T,
-                       int C, int H, int KV, cudaStream_t stream) = 0;
+                       int C, int H, int KV, cudaStream_t stream, int window = 0) = 0;
   virtual void backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                         const __nv_bfloat16* out, const float* lse, int B, int T, int C, int H,
-                        int KV, cudaStream_t stream) = 0;
+                        int KV, cudaStream_t stream, int window = 0) = 0;
   /// Builds (and caches) the forward and backward plans of (B, T, C, H, KV) and returns the device
   /// workspace the larger needs, so the caller can plan it in its own memory (gpt2_cuda's arena).
+  /// Full causal plans: a windowed plan needing more runs in the engine's own buffer.
   virtual std::size_t plan_workspace(int B, int T, int C, int H, int KV) = 0;
   /// Runs every plan whose workspace fits in `bytes` at `p` (caller-owned device memory that
   /// outlives the runs, or nullptr); a plan needing more runs in the engine's own buffer.

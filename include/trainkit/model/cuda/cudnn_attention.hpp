@@ -1,6 +1,10 @@
 // trainkit/model/cuda/cudnn_attention.hpp — causal attention through cuDNN's fused
 // scaled-dot-product attention (its flash kernels), forward and backward, via the cudnn-frontend
-// C++ graph API: gpt2_cuda's attention=cudnn engine (model/cuda/attention_engine.hpp).
+// C++ graph API: gpt2_cuda's attention=cudnn engine (model/cuda/attention_engine.hpp). A
+// sliding window (window > 0) is cuDNN's diagonal band with a left bound of `window` keys on the
+// top-left causal mask (cudnn-frontend's set_diagonal_band_left_bound, alias
+// set_sliding_window_length; cuDNN 9.2 and newer, a config_error naming the version otherwise),
+// one graph per window.
 //
 // Include this header in ONE .cpp of a program (host code only: g++ compiles it in under a minute,
 // nvcc takes minutes over cudnn-frontend) and link trainkit::cudnn; its static initialiser
@@ -101,8 +105,8 @@ class cudnn_attention final : public attention_engine {
   /// Builds the shape's forward and backward graphs; the larger workspace either needs.
   std::size_t plan_workspace(int B, int T, int C, int H, int KV) override {
     check_shape(B, T, C, H, KV);
-    return std::max(graph_for(false, B, T, C, H, KV).workspace,
-                    graph_for(true, B, T, C, H, KV).workspace);
+    return std::max(graph_for(false, B, T, C, H, KV, 0).workspace,
+                    graph_for(true, B, T, C, H, KV, 0).workspace);
   }
   /// Graphs whose workspace fits in `bytes` run at `p` (gpt2_cuda: a slot of its arena).
   void use_workspace(void* p, std::size_t bytes) noexcept override {
@@ -114,11 +118,13 @@ class cudnn_attention final : public attention_engine {
   const void* workspace() const noexcept override { return workspace_.data(); }
   std::size_t own_workspace_bytes() const noexcept override { return workspace_.size(); }
 
-  /// out (B, T, C) and lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs), causal, scale 1/√hs.
+  /// out (B, T, C) and lse (B, H, T) from qkv (B, T, (H + 2·KV)·hs), causal, scale 1/√hs;
+  /// window > 0 (and < T): cuDNN's sliding window, a diagonal band whose left bound is `window`
+  /// (query i keeps keys j with j + window > i, top-left aligned as the causal mask).
   void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H, int KV,
-               cudaStream_t stream) override {
-    check_shape(B, T, C, H, KV);
-    const planned& g = graph_for(false, B, T, C, H, KV);
+               cudaStream_t stream, int window = 0) override {
+    check_shape(B, T, C, H, KV, window);
+    const planned& g = graph_for(false, B, T, C, H, KV, effective_window(window, T));
     const detail::attention_heads heads{H, KV, C / H};
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
@@ -132,10 +138,10 @@ class cudnn_attention final : public attention_engine {
   /// dqkv (B, T, (H + 2·KV)·hs) assigned from dout (B, T, C), with the forward's qkv, out and
   /// lse; dk and dv summed over each group.
   void backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                const float* lse, int B, int T, int C, int H, int KV,
-                cudaStream_t stream) override {
-    check_shape(B, T, C, H, KV);
-    const planned& g = graph_for(true, B, T, C, H, KV);
+                const float* lse, int B, int T, int C, int H, int KV, cudaStream_t stream,
+                int window = 0) override {
+    check_shape(B, T, C, H, KV, window);
+    const planned& g = graph_for(true, B, T, C, H, KV, effective_window(window, T));
     const detail::attention_heads heads{H, KV, C / H};
     std::unordered_map<std::int64_t, void*> pack = {
         {cudnn_detail::q_uid, const_cast<bf16_t*>(qkv)},
@@ -152,14 +158,31 @@ class cudnn_attention final : public attention_engine {
 
  private:
   using graph_ptr = std::shared_ptr<cudnn_frontend::graph::Graph>;
-  using key = std::tuple<bool, int, int, int, int, int>;  // backward, B, T, H, KV, hs
+  using key = std::tuple<bool, int, int, int, int, int, int>;  // backward, B, T, H, KV, hs, window
   struct planned {
     graph_ptr graph;
     std::size_t workspace = 0;  // bytes its execution needs
   };
 
-  static void check_shape(int B, int T, int C, int H, int KV) {
+  /// The oldest cuDNN whose SDPA takes a sliding window (a diagonal band's left bound): 9.2.0.
+  static constexpr int sliding_window_cudnn = 90200;
+
+  /// 0 (full causal) for a window of T or more, which hides no key.
+  static int effective_window(int window, int T) { return window >= T ? 0 : window; }
+
+  static void check_shape(int B, int T, int C, int H, int KV, int window = 0) {
     const char* name = "cudnn_attention";
+    cuda::require(window >= 0, name, [&] {
+      return "window = " + std::to_string(window) + " (keys per query; 0 = full causal)";
+    });
+    if (window > 0 && window < T) {
+      const std::size_t version = cudnnGetVersion();
+      cuda::require(version >= std::size_t(sliding_window_cudnn), name, [&] {
+        return "sliding-window attention (window " + std::to_string(window) +
+               ") needs cuDNN 9.2.0 or newer; this is cuDNN " + std::to_string(version) +
+               " (use --attention flash, or no window)";
+      });
+    }
     cuda::require(B > 0 && T > 0 && H > 0 && KV > 0, name, "B, T, H and KV must be positive");
     cuda::require(C % H == 0, name,
                   [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
@@ -185,10 +208,11 @@ class cudnn_attention final : public attention_engine {
     cudnn_detail::check(g.graph->execute(handle_, pack, ws), "graph execute");
   }
 
-  const planned& graph_for(bool backward, int B, int T, int C, int H, int KV) {
+  // window: 0 (full causal) or in 1 .. T − 1.
+  const planned& graph_for(bool backward, int B, int T, int C, int H, int KV, int window) {
     namespace fe = cudnn_frontend;
     const int hs = C / H;
-    const key k{backward, B, T, H, KV, hs};
+    const key k{backward, B, T, H, KV, hs, window};
     if (auto it = graphs_.find(k); it != graphs_.end()) return it->second;
 
     auto g = std::make_shared<fe::graph::Graph>();
@@ -218,6 +242,7 @@ class cudnn_attention final : public attention_engine {
                          .set_generate_stats(true)
                          .set_causal_mask(true)
                          .set_attn_scale(scale);
+      if (window > 0) options.set_diagonal_band_left_bound(window);
       auto [O, stats] = g->sdpa(Q, K, V, options);
       O->set_output(true).set_uid(cudnn_detail::o_uid).set_dim(dims).set_stride(out_stride);
       stats->set_output(true)
@@ -239,6 +264,7 @@ class cudnn_attention final : public attention_engine {
                          .set_causal_mask(true)
                          .set_attn_scale(scale)
                          .set_deterministic_algorithm(deterministic_);
+      if (window > 0) options.set_diagonal_band_left_bound(window);
       auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, stats, options);
       dQ->set_output(true).set_uid(cudnn_detail::dq_uid).set_dim(dims).set_stride(qkv_stride);
       dK->set_output(true).set_uid(cudnn_detail::dk_uid).set_dim(kv_dims).set_stride(qkv_stride);

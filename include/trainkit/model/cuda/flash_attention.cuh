@@ -40,11 +40,23 @@
 // tests/cuda/flash_mma_backward_port.hpp. Shared memory: 56.5 KiB (hs 64) / 104.5 KiB (hs 128),
 // where the WMMA version with shared fp32 S, dP, dK, dV needed 105.5 / 204 KiB (one hs-128 block
 // per SM; now two).
+//
+// Sliding window (the speedrun recipe's short layers; model/recipe/sliding_window_attention.hpp):
+// a per-call `window` W > 0 has query i see keys i − W < j ≤ i. Each kernel has a windowed
+// instantiation (template flag; W = 0 or ≥ T runs the windowless code, bit for bit today's): the
+// forward starts at the key tile holding its block's first query's first visible key
+// (lay::forward_first_key_tile) and the backward stops after the last query tile that reaches its
+// key tile (bl::end_query_tile), so tiles wholly outside the window are skipped, not masked; the
+// element test runs only where a row group (forward) or a warp's key strip (backward) crosses the
+// diagonal or the window's left edge (lay::needs_window_mask). A windowed forward row may see no
+// key of its first tiles, so its running max starts at −FLT_MAX instead of −inf (P = 2^−inf = 0,
+// no −inf − −inf). The lane-level emulations take the window too (test_model_flash_window_port).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -251,13 +263,15 @@ __device__ inline void accumulate_product(float (&out)[hs / 8][4],
 }  // namespace flash
 
 /// Forward: out (B, T, C) bf16 and lse (B, H, T) fp32 (natural log) from qkv
-/// (B, T, (H + 2·KV)·hs).
-template <int hs>
+/// (B, T, (H + 2·KV)·hs). Windowed: `window` keys per query (lay::effective_window: > 0, < T);
+/// otherwise full causal, `window` unread, and the code is the windowless kernel's.
+template <int hs, bool Windowed>
 __global__ void __launch_bounds__(flash::threads)
     flash_attention_forward_kernel(bf16_t* out, float* lse, const bf16_t* qkv, int T, int C, int H,
-                                   int KV) {
+                                   int KV, int window_arg) {
   using namespace flash;
   using L = forward_smem<hs>;
+  const int window = Windowed ? window_arg : 0;        // 0 folds every window test away
   constexpr int groups = lay::forward_row_groups(hs);  // m16 row groups per warp
   constexpr int rows = L::rows;                        // query rows of the block
   constexpr int kv_tile = block_k * hs;                // elements
@@ -270,6 +284,8 @@ __global__ void __launch_bounds__(flash::threads)
   const int qt = int(gridDim.x) - 1 - int(blockIdx.x);
   const int bh = blockIdx.y, b = bh / H, h = bh % H;
   const int q0 = qt * rows, last = lay::forward_last_key_tile(q0, rows, T, block_k);
+  // Key tiles left of the block's first query's window are skipped.
+  const int first = lay::forward_first_key_tile(q0, window, block_k);
   const detail::attention_heads heads{H, KV, hs};
   const std::int64_t row = heads.row();
   const bf16_t* base = qkv + std::int64_t(b) * T * row;
@@ -284,8 +300,8 @@ __global__ void __launch_bounds__(flash::threads)
 #pragma unroll
   for (int part = 0; part < rows / block_q; ++part)
     copy_tile_async<hs>(sq + part * block_q * hs, q, row, q0 + part * block_q, T);
-  copy_tile_async<hs>(sk, k, row, 0, T);
-  copy_tile_async<hs>(sv, v, row, 0, T);
+  copy_tile_async<hs>(sk, k, row, first * block_k, T);
+  copy_tile_async<hs>(sv, v, row, first * block_k, T);
   commit_copies();
 
   std::uint32_t qa[groups][hs / 16][4];  // this warp's Q rows, A fragments per 16 dims
@@ -293,10 +309,12 @@ __global__ void __launch_bounds__(flash::threads)
   float m[groups][2];                    // running max of rows lane/4 and lane/4 + 8 (base 2)
   float l[groups][2] = {};               // this lane's share of their running sums
 #pragma unroll
-  for (int g = 0; g < groups; ++g) m[g][0] = m[g][1] = -INFINITY;
+  // Windowed, a row may see no key of its first tiles: from the lowest finite float, an all −inf
+  // tile gives P = 2^−inf = 0 and a rescale of 2^0 (of O and l still 0), never −inf − −inf.
+  for (int g = 0; g < groups; ++g) m[g][0] = m[g][1] = Windowed ? -FLT_MAX : -INFINITY;
 
-  for (int kt = 0; kt <= last; ++kt) {
-    const int stage = kt & 1;
+  for (int kt = first; kt <= last; ++kt) {
+    const int stage = (kt - first) & 1;
     // The next K, V tiles into the other stage, whose readers passed the barrier at the end of
     // the previous iteration; then wait for this tile's group only.
     if (kt < last) {
@@ -308,7 +326,7 @@ __global__ void __launch_bounds__(flash::threads)
       wait_copies<0>();
     }
     __syncthreads();
-    if (kt == 0) {
+    if (kt == first) {
 #pragma unroll
       for (int g = 0; g < groups; ++g)
 #pragma unroll
@@ -338,18 +356,23 @@ __global__ void __launch_bounds__(flash::threads)
 
 #pragma unroll
     for (int g = 0; g < groups; ++g) {
-      // Base 2, the causal mask where the tile crosses the group's first row, row maxima over
-      // the quad.
+      // Base 2, the mask where the tile crosses the group's first row (causal) or the window's
+      // left edge of its last row, row maxima over the quad.
       const int first_row = q0 + r0 + 16 * g;
-      const bool crossing = lay::needs_mask(k0, block_k, first_row);
+      const bool crossing = lay::needs_mask(k0, block_k, first_row) ||
+                            lay::needs_window_mask(first_row + 15, k0, window);
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int n = 0; n < block_k / 8; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           float x = s[g][n][i] * scale_log2;
-          if (crossing && !lay::causal_visible(first_row + lay::acc_row(lane, i),
-                                               k0 + 8 * n + lay::acc_col(lane, i)))
+          // Windowed, positions relative to the tile's first key (the test is translation
+          // invariant; the relative form keeps fewer registers live).
+          if (crossing && !(Windowed ? lay::window_visible(first_row - k0 + lay::acc_row(lane, i),
+                                                           8 * n + lay::acc_col(lane, i), window)
+                                     : lay::causal_visible(first_row + lay::acc_row(lane, i),
+                                                           k0 + 8 * n + lay::acc_col(lane, i))))
             x = -INFINITY;
           s[g][n][i] = x;
           mx[i / 2] = fmaxf(mx[i / 2], x);
@@ -359,8 +382,9 @@ __global__ void __launch_bounds__(flash::threads)
       for (int half = 0; half < 2; ++half) {
         mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 1));
         mx[half] = fmaxf(mx[half], __shfl_xor_sync(full_mask, mx[half], 2));
-        // Key 0 is visible to every row and tile 0 comes first, so m is finite from then on;
-        // a tile the group's rows cannot see (all −inf) leaves m, l and O as they are.
+        // Without a window key 0 is visible to every row and tile 0 comes first, so m is finite
+        // from then on (with one, m starts finite); a tile the group's rows cannot see (all −inf)
+        // leaves m, l and O as they are.
         const float m_new = fmaxf(m[g][half], mx[half]);
         corr[half] = exp2f(m[g][half] - m_new);
         m[g][half] = m_new;
@@ -461,14 +485,15 @@ __global__ void flash_attention_delta_kernel(float* delta, const bf16_t* dout, c
 /// FlashAttention-2 does (a separate dQ pass would recompute S and dP: 7 products instead of 5).
 /// Index arithmetic: detail/flash_mma_backward_layout.hpp, shared with the lane-level emulation
 /// tests/cuda/flash_mma_backward_port.hpp.
-template <int hs>
+template <int hs, bool Windowed>
 __global__ void __launch_bounds__(flash::threads)
     flash_attention_backward_kernel(bf16_t* dqkv, float* dq_accum, const bf16_t* dout,
                                     const bf16_t* qkv, const float* lse, const float* delta, int T,
-                                    int C, int H, int KV) {
+                                    int C, int H, int KV, int window_arg) {
   using namespace flash;
   using L = backward_smem<hs>;
-  constexpr int tile = block_q * hs;  // elements
+  const int window = Windowed ? window_arg : 0;  // 0 folds every window test away
+  constexpr int tile = block_q * hs;             // elements
   extern __shared__ __align__(128) unsigned char smem[];
   bf16_t* sk = reinterpret_cast<bf16_t*>(smem + L::k);
   bf16_t* sv = reinterpret_cast<bf16_t*>(smem + L::v);
@@ -496,10 +521,12 @@ __global__ void __launch_bounds__(flash::threads)
   const float scale = rsqrtf(float(hs));
   const float scale_log2 = scale * log2e;
 
+  // Query tiles first_qt .. end_qt − 1 see this key tile: the diagonal one and, under a window,
+  // those up to the last query whose window reaches the tile's last key; later ones are skipped.
   const int first_qt = detail::flash_first_query_tile(kt);
-  const int query_tiles = detail::flash_tile_count(T, block_q);
+  const int end_qt = bl::end_query_tile(kt, block_k, block_q, T, window);
   // (query head of the group, query tile) pairs, heads in turn: dK and dV collect the group.
-  const int steps = heads.group() * (query_tiles - first_qt);
+  const int steps = heads.group() * (end_qt - first_qt);
   const int h0 = heads.first_query_head(g);
   copy_tile_async<hs>(sk, k, row, k0, T);
   copy_tile_async<hs>(sv, v, row, k0, T);
@@ -511,8 +538,7 @@ __global__ void __launch_bounds__(flash::threads)
   float dv[hs / 8][4] = {};  // dV
 
   for (int step = 0; step < steps; ++step) {
-    const detail::flash_backward_step at =
-        detail::flash_backward_visit(step, first_qt, query_tiles);
+    const detail::flash_backward_step at = detail::flash_backward_visit(step, first_qt, end_qt);
     const int h = h0 + at.member, q0 = at.qt * block_q;
     const int stage = step & 1;
     // Every warp is done with the previous step: its stage of q and dout (refilled next), the
@@ -521,7 +547,7 @@ __global__ void __launch_bounds__(flash::threads)
     const bool next = step + 1 < steps;
     if (next) {
       const detail::flash_backward_step to =
-          detail::flash_backward_visit(step + 1, first_qt, query_tiles);
+          detail::flash_backward_visit(step + 1, first_qt, end_qt);
       copy_tile_async<hs>(sq + (stage ^ 1) * tile, q_of(h0 + to.member), row, to.qt * block_q, T);
       copy_tile_async<hs>(sdy + (stage ^ 1) * tile, dy_of(h0 + to.member), C, to.qt * block_q, T);
       commit_copies();
@@ -540,10 +566,13 @@ __global__ void __launch_bounds__(flash::threads)
     __syncthreads();
     const bf16_t* qs = sq + stage * tile;
     const bf16_t* dys = sdy + stage * tile;
-    const bool diagonal = at.qt == kt;
+    // The element-wise test only where the tile crosses the diagonal or this warp's keys cross
+    // the window's left edge of the tile's last query.
+    const bool crossing =
+        at.qt == kt || (Windowed && lay::needs_window_mask(q0 + block_q - 1, k0 + r0, window));
 
     // Sᵀ (16 keys × 64 queries) = K strip · Qᵀ; each K A fragment is loaded once and used for
-    // all 64 queries. Then Pᵀ in place (the causal mask on the diagonal tile only).
+    // all 64 queries. Then Pᵀ in place (masked on the crossing tiles only).
     float s[block_q / 8][4] = {};
     strip_times_transposed<hs>(s, sk, qs, r0, lane);
 #pragma unroll
@@ -551,7 +580,10 @@ __global__ void __launch_bounds__(flash::threads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int query = 8 * n + bl::acc_query(lane, i);
-        const bool masked = diagonal && !bl::diagonal_visible(r0 + bl::acc_key(lane, i), query);
+        const int key = r0 + bl::acc_key(lane, i);
+        const bool masked =
+            crossing && !(Windowed ? bl::window_visible(key, q0 - k0 + query, window)
+                                   : bl::diagonal_visible(key, query));
         s[n][i] = masked ? 0.0f : exp2f(s[n][i] * scale_log2 - slse[query]);
       }
     // dV += Pᵀ · dO: the accumulators of queries 16kk..16kk+15 are one A fragment; dO comes as
@@ -649,9 +681,13 @@ __global__ void flash_attention_dq_kernel(bf16_t* dqkv, const Accum* dq_accum, i
 namespace flash {
 
 /// Throws config_error unless the kernels can run this shape on these pointers.
-inline void can_implement(const void* qkv, const void* other, int B, int T, int C, int H, int KV) {
+inline void can_implement(const void* qkv, const void* other, int B, int T, int C, int H, int KV,
+                          int window) {
   const char* name = "flash_attention";
   require(B > 0 && T > 0 && H > 0 && KV > 0, name, "B, T, H and KV must be positive");
+  require(window >= 0, name, [&] {
+    return "window = " + std::to_string(window) + " (keys per query; 0 = full causal)";
+  });
   require(C % H == 0, name, [&] { return "C = " + std::to_string(C) + " is not a multiple of H"; });
   require(H % KV == 0, name, [&] {
     return "H = " + std::to_string(H) +
@@ -670,19 +706,28 @@ inline void opt_in_shared(Kernel kernel, std::size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <int hs>
+template <int hs, bool Windowed>
 void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H, int KV,
-             cudaStream_t stream) {
+             int window, cudaStream_t stream) {
   constexpr std::size_t bytes = forward_smem<hs>::bytes;
-  opt_in_shared(flash_attention_forward_kernel<hs>, bytes);
+  opt_in_shared(flash_attention_forward_kernel<hs, Windowed>, bytes);
   const dim3 grid(detail::flash_tile_count(T, forward_smem<hs>::rows), B * H);
-  flash_attention_forward_kernel<hs><<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H, KV);
+  flash_attention_forward_kernel<hs, Windowed>
+      <<<grid, threads, bytes, stream>>>(out, lse, qkv, T, C, H, KV, window);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
-
 template <int hs>
+void forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C, int H, int KV,
+             int window, cudaStream_t stream) {
+  if (window > 0)
+    forward<hs, true>(out, lse, qkv, B, T, C, H, KV, window, stream);
+  else
+    forward<hs, false>(out, lse, qkv, B, T, C, H, KV, 0, stream);
+}
+
+template <int hs, bool Windowed>
 void backward(bf16_t* dqkv, float* delta, float* dq_accum, const bf16_t* dout, const bf16_t* qkv,
-              const bf16_t* out, const float* lse, int B, int T, int C, int H, int KV,
+              const bf16_t* out, const float* lse, int B, int T, int C, int H, int KV, int window,
               cudaStream_t stream) {
   const std::int64_t rows = std::int64_t(B) * T * H;
   flash_attention_delta_kernel<hs>
@@ -691,46 +736,60 @@ void backward(bf16_t* dqkv, float* delta, float* dq_accum, const bf16_t* dout, c
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_delta_kernel");
   TRAINKIT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, std::size_t(B) * T * C * sizeof(float), stream));
   constexpr std::size_t bytes = backward_smem<hs>::bytes;
-  opt_in_shared(flash_attention_backward_kernel<hs>, bytes);
+  opt_in_shared(flash_attention_backward_kernel<hs, Windowed>, bytes);
   const dim3 grid(detail::flash_tile_count(T, block_k), B * KV);
-  flash_attention_backward_kernel<hs>
-      <<<grid, threads, bytes, stream>>>(dqkv, dq_accum, dout, qkv, lse, delta, T, C, H, KV);
+  flash_attention_backward_kernel<hs, Windowed><<<grid, threads, bytes, stream>>>(
+      dqkv, dq_accum, dout, qkv, lse, delta, T, C, H, KV, window);
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_backward_kernel");
   const std::size_t n = std::size_t(B) * T * C;
   flash_attention_dq_kernel<float>
       <<<ceil_div(n, 256), 256, 0, stream>>>(dqkv, dq_accum, B * T, C, (H + 2 * KV) * (C / H));
   TRAINKIT_CUDA_CHECK_LAUNCH("flash_attention_dq_kernel");
 }
+template <int hs>
+void backward(bf16_t* dqkv, float* delta, float* dq_accum, const bf16_t* dout, const bf16_t* qkv,
+              const bf16_t* out, const float* lse, int B, int T, int C, int H, int KV, int window,
+              cudaStream_t stream) {
+  if (window > 0)
+    backward<hs, true>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, window, stream);
+  else
+    backward<hs, false>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, 0, stream);
+}
 
 }  // namespace flash
 
 /// Causal attention forward: out (B, T, C) and lse (B, H, T) fp32 from qkv
 /// (B, T, (H + 2·KV)·hs), head size hs = C / H of 64 or 128, KV dividing H (KV = H: GPT-2's
-/// (B, T, 3C)). lse is what the backward needs besides qkv and out.
+/// (B, T, 3C)). lse is what the backward needs besides qkv and out. `window` > 0: sliding-window
+/// causal attention, query i sees keys i − window < j ≤ i (model/recipe/sliding_window_attention
+/// .hpp), key tiles wholly outside the window skipped; 0 or ≥ T: full causal.
 inline void flash_attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int B, int T, int C,
-                                    int H, int KV, cudaStream_t stream) {
-  flash::can_implement(qkv, out, B, T, C, H, KV);
+                                    int H, int KV, cudaStream_t stream, int window = 0) {
+  flash::can_implement(qkv, out, B, T, C, H, KV, window);
+  const int w = flash::lay::effective_window(window, T);
   if (C / H == 64)
-    flash::forward<64>(out, lse, qkv, B, T, C, H, KV, stream);
+    flash::forward<64>(out, lse, qkv, B, T, C, H, KV, w, stream);
   else
-    flash::forward<128>(out, lse, qkv, B, T, C, H, KV, stream);
+    flash::forward<128>(out, lse, qkv, B, T, C, H, KV, w, stream);
 }
 
 /// Causal attention backward: dqkv (B, T, (H + 2·KV)·hs) assigned, dk and dv summed over each
 /// group of H / KV query heads. Scratch: delta (B, H, T) fp32 and dq_accum (B, T, C) fp32.
+/// `window`: the forward's (query tiles wholly outside a key tile's reach are skipped).
 inline void flash_attention_backward(bf16_t* dqkv, float* delta, float* dq_accum,
                                      const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
                                      const float* lse, int B, int T, int C, int H, int KV,
-                                     cudaStream_t stream) {
-  flash::can_implement(qkv, dout, B, T, C, H, KV);
+                                     cudaStream_t stream, int window = 0) {
+  flash::can_implement(qkv, dout, B, T, C, H, KV, window);
   require(aligned_to(dqkv, 16) && aligned_to(out, 16), "flash_attention",
           "dqkv and out must be 16-byte aligned");
   require(aligned_to(dq_accum, 8), "flash_attention",
           "dq_accum must be 8-byte aligned (the backward adds float pairs atomically)");
+  const int w = flash::lay::effective_window(window, T);
   if (C / H == 64)
-    flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
+    flash::backward<64>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, w, stream);
   else
-    flash::backward<128>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, stream);
+    flash::backward<128>(dqkv, delta, dq_accum, dout, qkv, out, lse, B, T, C, H, KV, w, stream);
 }
 
 }  // namespace trainkit::model::kernels

@@ -57,14 +57,15 @@ TRAINKIT_HOST_DEVICE constexpr int flash_first_query_tile(int kt) {
 }
 
 /// Step `i` of a backward block (one key tile, one k, v head): the group's query heads in turn,
-/// each over the query tiles first_qt .. query_tiles − 1 that see the key tile.
+/// each over the query tiles first_qt .. end_qt − 1 that see the key tile (end_qt: the query
+/// tile count, or fewer under a sliding window: flash_mma_backward::end_query_tile).
 struct flash_backward_step {
   int member;  // query head first_query_head(g) + member
   int qt;      // query tile
 };
 TRAINKIT_HOST_DEVICE constexpr flash_backward_step flash_backward_visit(int i, int first_qt,
-                                                                        int query_tiles) {
-  const int per_head = query_tiles - first_qt;
+                                                                        int end_qt) {
+  const int per_head = end_qt - first_qt;
   return {i / per_head, first_qt + i % per_head};
 }
 

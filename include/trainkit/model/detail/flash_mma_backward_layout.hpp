@@ -18,6 +18,10 @@
 //     of queries 0-7, lanes 8-15 keys 0-7 of queries 8-15, lanes 16-31 the same for keys 8-15
 //     (which is the ldsm_bt pattern: register j is then the transpose of matrix j, i.e. a0..a7
 //     of the 16 queries × 16 keys block).
+// Under a sliding window the block visits the query tiles from the diagonal one to end_query_tile
+// (the last whose queries reach its keys), and tests elements on the diagonal tile and where a
+// warp's keys cross the window's left edge of the tile's last query (the forward's
+// needs_window_mask, window_visible transposed).
 // What the hardware does with those addresses is the emulation's independent model of the PTX
 // ISA; this header is only the kernel's side. Not for users.
 #pragma once
@@ -53,6 +57,25 @@ TRAINKIT_HOST_DEVICE constexpr int acc_col(int lane, int i) {
 /// query.
 TRAINKIT_HOST_DEVICE constexpr bool diagonal_visible(int key, int query) {
   return fwd::diagonal_visible(query, key);
+}
+
+/// One past the last query tile (of `block_q`, T queries in all) that sees key tile `kt` (keys
+/// kt·block_k ..) under the window (0 = full causal: every tile to the end): key j is seen by
+/// queries j … j + window − 1. Later query tiles are skipped, not masked. window < T (the
+/// launcher passes effective_window).
+TRAINKIT_HOST_DEVICE constexpr int end_query_tile(int kt, int block_k, int block_q, int T,
+                                                  int window) {
+  const int tiles = (T + block_q - 1) / block_q;
+  if (window == 0) return tiles;
+  const int last_query = kt * block_k + block_k - 1 + window - 1;
+  const int end = last_query / block_q + 1;
+  return end < tiles ? end : tiles;
+}
+
+/// Whether key `key` is seen by query `query` (positions in the sequence) under the window: the
+/// forward's test transposed.
+TRAINKIT_HOST_DEVICE constexpr bool window_visible(int key, int query, int window) {
+  return fwd::window_visible(query, key, window);
 }
 
 /// `ldmatrix .x4` (no .trans) of 16 rows × 16 columns of a row-major tile as an A operand: K or

@@ -14,8 +14,12 @@
 //     with `.trans` for V as the B operand of P·V) and for Kᵀ as the B operand of Q·Kᵀ;
 //   * which (row, column) of the 16 × 8 tile an accumulator register holds (for the causal mask,
 //     the row statistics and the output), and which chunk of a tile a thread copies;
-//   * the forward's rows per warp and block, its last key tile, and the causal test on the tiles
-//     that cross the diagonal (the backward's transposed diagonal test builds on the square one).
+//   * the forward's rows per warp and block, its first and last key tiles, and the causal test on
+//     the tiles that cross the diagonal (the backward's transposed diagonal test builds on the
+//     square one);
+//   * the sliding window (a per-call W, 0 = full causal): query i sees keys j with
+//     i − W < j ≤ i. Key tiles wholly left of a block's window are never visited; a tile is
+//     masked element by element only where it crosses the window's left edge or the diagonal.
 // Not for users.
 #pragma once
 
@@ -97,6 +101,30 @@ TRAINKIT_HOST_DEVICE constexpr bool causal_visible(int query, int key) {
 /// row group starting at `first_row`: only then does the group need the causal test.
 TRAINKIT_HOST_DEVICE constexpr bool needs_mask(int k0, int block_k, int first_row) {
   return k0 + block_k - 1 > first_row;
+}
+
+/// Whether the query at position `query` sees the key at position `key` under a sliding window of
+/// `window` keys ending at the query (0 = full causal): query − window < key ≤ query. The
+/// recipe's window (model/recipe/sliding_window_attention.hpp) and cuDNN's diagonal band with a
+/// top-left left bound of `window` keep exactly these keys.
+TRAINKIT_HOST_DEVICE constexpr bool window_visible(int query, int key, int window) {
+  return key <= query && (window == 0 || query - key < window);
+}
+/// Whether some query up to `last_query` misses some key from `first_key` on because of the
+/// window: a (row group, key tile) pair needs the element-wise window test only then.
+TRAINKIT_HOST_DEVICE constexpr bool needs_window_mask(int last_query, int first_key, int window) {
+  return window != 0 && last_query - first_key >= window;
+}
+/// The first key tile (of `block_k` keys) a forward block whose first query is q0 visits: the one
+/// holding that query's first visible key. Earlier tiles are left of every row's window and are
+/// skipped, not masked. Window 0 (full causal): tile 0.
+TRAINKIT_HOST_DEVICE constexpr int forward_first_key_tile(int q0, int window, int block_k) {
+  return window == 0 || q0 - window + 1 <= 0 ? 0 : (q0 - window + 1) / block_k;
+}
+/// The window the kernels run: 0 (full causal, no window test) for a window of T or more, which
+/// hides no key from any query; `window` otherwise. window ≥ 0.
+TRAINKIT_HOST_DEVICE constexpr int effective_window(int window, int T) {
+  return window >= T ? 0 : window;
 }
 
 /// On the diagonal tile (key tile index = query tile index, square tiles), whether the query at

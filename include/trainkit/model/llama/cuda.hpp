@@ -14,6 +14,16 @@
 // detail/llama_cuda_twins.hpp), the RoPE table on the device, and the embedding gradient from the
 // device token buckets.
 //
+// The speedrun recipe (llama_config::recipe, issue 38): sliding-window attention per layer and
+// step (the window of cfg.attention_window(layer, step), the step set by set_step before a step's
+// micro-steps; both flash and cuDNN take it), the logit soft-cap (the classifier's cap), zero-init
+// projections (llama_cpu's initialisation, which this model starts from) and the recipe tensors'
+// places (llama_tensor_offsets), value embeddings (v ← λ₀·v + λ₁·E[token] after RoPE, by
+// model/cuda/recipe.cuh's value mix; the tables' gradients through the token buckets) and U-net
+// skips (a decoder block's input is the previous output plus w times its encoder source's output,
+// kept apart; the source's gradient is added when the backward reaches it). None of it has run on
+// a GPU.
+//
 // Not offered here (gpt2_cuda has them): activation recomputation, CUDA graphs, the naive
 // attention (GQA lives in flash and cuDNN only; flash or cuDNN keep no T×T matrix) and the atomic
 // embedding backward. Gradients are bf16, one rounding per element per micro-batch, as gpt2_cuda's
@@ -24,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -38,8 +49,10 @@
 #include "trainkit/core/tensor.hpp"
 #include "trainkit/model/concepts.hpp"
 #include "trainkit/model/cuda/attention_engine.hpp"
+#include "trainkit/model/cuda/elementwise.cuh"
 #include "trainkit/model/cuda/encoder.cuh"
 #include "trainkit/model/cuda/gated_mlp.cuh"
+#include "trainkit/model/cuda/recipe.cuh"
 #include "trainkit/model/cuda/rmsnorm.cuh"
 #include "trainkit/model/cuda/rope.cuh"
 #include "trainkit/model/cuda/token_buckets.cuh"
@@ -47,6 +60,8 @@
 #include "trainkit/model/llama/config.hpp"
 #include "trainkit/model/llama/cuda_memory.hpp"
 #include "trainkit/model/llama/init.hpp"
+#include "trainkit/model/recipe/unet_skips.hpp"
+#include "trainkit/model/recipe/value_embeddings.hpp"
 #include "trainkit/model/transformer/cuda.hpp"
 
 namespace trainkit::model {
@@ -104,6 +119,15 @@ class llama_cuda_block {
     return cfg.tied_embeddings ? tensor::wte : tensor::lm_head;
   }
   static int kv_heads(const llama_config& cfg) noexcept { return cfg.num_kv_heads; }
+  /// Where each llama_tensor lives (the recipe's optional tensors move with the head's presence).
+  static std::array<std::size_t, std::size_t(tensor::tensor_count)> tensor_offsets(
+      const llama_config& cfg) {
+    return llama_tensor_offsets(cfg);
+  }
+  /// The recipe's logit soft-cap (0 = off), applied in the classifier's cross-entropy.
+  static float logit_cap(const llama_config& cfg) noexcept { return cfg.recipe.logit_cap; }
+  /// The optimizer step of the next micro-steps: the recipe's windows grow with it.
+  void set_step(std::int64_t step) noexcept { step_ = step; }
 
   // The shape the kernels can run, each refusal naming the llama_config field.
   static llama_config validated(const llama_config& cfg) {
@@ -122,7 +146,7 @@ class llama_cuda_block {
            "needs head size at most 256 (head_rmsnorm), got " + std::to_string(cfg.head_size()));
     if (cfg.hidden_size % 8 != 0)
       fail("hidden_size", std::to_string(cfg.hidden_size) + " must be a multiple of 8");
-    return cfg;
+    return cfg;  // the value width KV·hs is then a multiple of 16, as the value mix needs
   }
 
   // Checked before any device work, so a bad choice is reported on a machine without a GPU too.
@@ -167,6 +191,8 @@ class llama_cuda_block {
   // The embedding (flags[0] raised for a bad input token), then layer 0's first RMSNorm.
   void embed(const pass& p, const std::int32_t* inputs) {
     const int C = config_.channels;
+    inputs_ = inputs;  // the value embeddings look the tokens up again in the layers
+    buckets_built_ = false;
     bf16_t* encoded = p.slot<bf16_t>(p.plan.encoded);
     kernels::encoder_forward(encoded, inputs, p.param(wte), nullptr, p.flags, p.B, p.T, C,
                              config_.vocab_size, p.stream);
@@ -191,7 +217,11 @@ class llama_cuda_block {
     p.linear_forward(v.qkvr, v.ln1, p.param(qkvw) + lc * D, N, C, D);
     if (config_.qk_norm) kernels::head_rmsnorm_forward(v.qkvr, v.qk_rstd, N, H + KV, hs, D, eps, s);
     kernels::rope_forward(v.qkvr, rope_, N, T, H, KV, hs, s);
-    p.attention_forward(v.atty, v.lse, v.qkvr, C, H, KV);
+    if (const int j = llama_ve_slot(config_, l); j >= 0)  // v ← λ₀·v + λ₁·E[token]
+      kernels::value_mix_forward(v.qkvr + std::size_t(H + KV) * hs, D, ve_saved(p, j),
+                                 ve_table(p, l, false), inputs_, N, config_.value_width(),
+                                 config_.vocab_size, p.param(ve_lambdas) + 2 * j, s);
+    p.attention_forward(v.atty, v.lse, v.qkvr, C, H, KV, window(l));
     p.linear_forward(proj, v.atty, p.param(attprojw) + lc * C, N, C, C);
     kernels::rmsnorm_forward(v.res2, v.ln2, v.ln2_rstd, x, proj, p.param(ln2w) + lc, N, C, eps,
                              s);  // res2 = x + proj, ln2 = RMSNorm(res2)
@@ -205,6 +235,17 @@ class llama_cuda_block {
       const layer_views next = layer(p, l + 1);
       kernels::rmsnorm_forward(v.res3, next.ln1, next.ln1_rstd, v.res2, proj,
                                p.param(ln1w) + lc + C, N, C, eps, s);
+      if (const int i = unet_.weight_index(l + 1); i >= 0) {
+        // U-net: block l + 1's input is res3 + w·(its encoder source's output), kept apart (the
+        // source may be res3 itself); its first RMSNorm is taken again from that input.
+        bf16_t* in = unet_in(p, i);
+        TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(in, v.res3, std::size_t(N) * C * sizeof(bf16_t),
+                                            cudaMemcpyDeviceToDevice, s));
+        kernels::skip_add_forward(in, layer(p, unet_.skip_source(l + 1)).res3, std::size_t(N) * C,
+                                  p.param(unet_weights) + i, s);
+        kernels::rmsnorm_forward(nullptr, next.ln1, next.ln1_rstd, in, nullptr,
+                                 p.param(ln1w) + lc + C, N, C, eps, s);
+      }
     } else {
       kernels::rmsnorm_forward(v.res3, p.slot<bf16_t>(p.plan.lnf), p.slot<float>(p.plan.lnf_rstd),
                                v.res2, proj, p.param(lnfw), N, C, eps, s);
@@ -216,6 +257,10 @@ class llama_cuda_block {
     const int C = config_.channels, N = p.rows();
     bf16_t* dres = p.slot<bf16_t>(p.plan.dres);
     TRAINKIT_CUDA_CHECK(cudaMemsetAsync(dres, 0, std::size_t(N) * C * sizeof(bf16_t), p.stream));
+    if (config_.recipe.value_embeddings > 0) build_buckets(p);  // the tables' gradients need them
+    if (const int k = config_.unet_weights(); k > 0)
+      TRAINKIT_CUDA_CHECK(
+          cudaMemsetAsync(unet_dskip(p, 0), 0, std::size_t(k) * N * C * sizeof(bf16_t), p.stream));
     kernels::rmsnorm_backward(dres, p.grad(lnfw), p.slot<float>(p.plan.norm_partial),
                               p.slot<bf16_t>(p.plan.dln), layer(p, config_.num_layers - 1).res3,
                               p.param(lnfw), p.slot<float>(p.plan.lnf_rstd), N, C, p.stream);
@@ -236,6 +281,10 @@ class llama_cuda_block {
     const layer_views v = layer(p, l);
     const bf16_t* x = input_of(p, l);
     const std::size_t lc = std::size_t(l) * C;
+    // U-net: this block's output also fed a decoder block's input; that block's backward left
+    // w·dx for it.
+    if (const int i = unet_source_index(l); i >= 0)
+      kernels::accumulate(dres, unet_dskip(p, i), std::int64_t(N) * C, s);
     // MLP: res3 = res2 + act(ln2 · fcwᵀ) · fcprojwᵀ
     p.linear_backward(dfc_act, p.grad(fcprojw) + lc * F, dres, v.fc_act, p.param(fcprojw) + lc * F,
                       N, F, C);
@@ -249,7 +298,18 @@ class llama_cuda_block {
     // Attention: res2 = x + attention(rope(qk_norm(ln1 · qkvwᵀ))) · attprojwᵀ
     p.linear_backward(datty, p.grad(attprojw) + lc * C, dres, v.atty, p.param(attprojw) + lc * C, N,
                       C, C);
-    p.attention_backward(dqkv, datty, v.qkvr, v.atty, v.lse, C, H, KV);
+    p.attention_backward(dqkv, datty, v.qkvr, v.atty, v.lse, C, H, KV, window(l));
+    if (const int j = llama_ve_slot(config_, l); j >= 0) {
+      // dv ← λ₀·dv; λ₁·dv summed per token into the table's gradient; dλ.
+      const int W = config_.value_width();
+      bf16_t* scaled = p.slot<bf16_t>(p.plan.ve_scaled);
+      kernels::value_mix_backward(dqkv + std::size_t(H + KV) * hs, D, scaled,
+                                  p.grad(ve_lambdas) + 2 * j, p.slot<float>(p.plan.recipe_partials),
+                                  ve_saved(p, j), ve_table(p, l, false), inputs_, N, W,
+                                  config_.vocab_size, p.param(ve_lambdas) + 2 * j, s);
+      kernels::encoder_backward_buckets(ve_table(p, l, true), scaled,
+                                        p.slot<std::int32_t>(p.plan.buckets), N, W, s);
+    }
     // QK-norm's backward in the rotated frame, then the inverse rotation (llama_cpu's order:
     // the parameter-free RMSNorm commutes with the rotation).
     if (config_.qk_norm)
@@ -258,15 +318,22 @@ class llama_cuda_block {
     p.linear_backward(dln, p.grad(qkvw) + lc * D, dqkv, v.ln1, p.param(qkvw) + lc * D, N, C, D);
     kernels::rmsnorm_backward(dres, p.grad(ln1w) + lc, partial, dln, x, p.param(ln1w) + lc,
                               v.ln1_rstd, N, C, s);
+    // U-net: x = res3(l − 1) + w·res3(source): dres passes to res3(l − 1) as it is; the source
+    // gets w·dres (added when its block's backward starts), w gets Σ dres·source.
+    if (const int i = unet_.weight_index(l); i >= 0)
+      kernels::skip_add_backward(
+          unet_dskip(p, i), p.grad(unet_weights) + i, p.slot<float>(p.plan.recipe_partials), dres,
+          layer(p, unet_.skip_source(l)).res3, std::size_t(N) * C, p.param(unet_weights) + i, s);
   }
 
   // Embedding: fp32 sums per token, one bf16 rounding per element (token_buckets.cuh).
   void backward_embed(const pass& p, const std::int32_t* inputs) {
     const int N = p.rows();
-    std::int32_t* packed = p.slot<std::int32_t>(p.plan.buckets);
-    token_buckets_.build(packed, inputs, N, config_.vocab_size, p.stream);
-    kernels::encoder_backward_buckets(p.grad(wte), p.slot<bf16_t>(p.plan.dres), packed, N,
-                                      config_.channels, p.stream);
+    inputs_ = inputs;
+    if (!buckets_built_) build_buckets(p);
+    kernels::encoder_backward_buckets(p.grad(wte), p.slot<bf16_t>(p.plan.dres),
+                                      p.slot<std::int32_t>(p.plan.buckets), N, config_.channels,
+                                      p.stream);
   }
 
  private:
@@ -297,12 +364,58 @@ class llama_cuda_block {
     return v;
   }
 
+  // Layer l's attention window at the current step: 0 (full causal, today's kernels) when the
+  // recipe's windows are off or reach past any sequence.
+  int window(int l) const noexcept {
+    if (!config_.recipe.windows.on()) return 0;
+    return config_.attention_window(l, step_);
+  }
+
   // Layer l's input: the embedding for l = 0, else layer l-1's output.
+  // A U-net decoder block's input is its skip-added copy.
   const bf16_t* input_of(const pass& p, int l) const {
+    if (const int i = unet_.weight_index(l); i >= 0) return unet_in(p, i);
     return l == 0 ? p.slot<bf16_t>(p.plan.encoded) : layer(p, l - 1).res3;
   }
 
+  // ---- the recipe's buffers ----
+  bf16_t* ve_saved(const pass& p, int j) const {
+    return p.slot<bf16_t>(llama_cuda_recipe_part(p.plan.ve_saved, std::size_t(p.rows()),
+                                                 std::size_t(config_.value_width()), j));
+  }
+  bf16_t* unet_in(const pass& p, int i) const {
+    return p.slot<bf16_t>(llama_cuda_recipe_part(p.plan.unet_in, std::size_t(p.rows()),
+                                                 std::size_t(config_.channels), i));
+  }
+  bf16_t* unet_dskip(const pass& p, int i) const {
+    return p.slot<bf16_t>(llama_cuda_recipe_part(p.plan.unet_dskip, std::size_t(p.rows()),
+                                                 std::size_t(config_.channels), i));
+  }
+  // Layer l's value-embedding table (k, Vp, KV·hs): the parameter, or its gradient.
+  bf16_t* ve_table(const pass& p, int l, bool grad) const {
+    const std::size_t at = std::size_t(ve_plan_.table_of(l)) *
+                           std::size_t(config_.padded_vocab_size) *
+                           std::size_t(config_.value_width());
+    return (grad ? p.grad(value_embeds) : p.param(value_embeds)) + at;
+  }
+  // The U-net weight index whose skip reads block l's output, or −1.
+  int unet_source_index(int l) const noexcept {
+    const int half = unet_.encoder_blocks();
+    return config_.recipe.unet_skips && l < half ? half - 1 - l : -1;
+  }
+  void build_buckets(const pass& p) {
+    token_buckets_.build(p.slot<std::int32_t>(p.plan.buckets), inputs_, p.rows(),
+                         config_.vocab_size, p.stream);
+    buckets_built_ = true;
+  }
+
   llama_config config_;
+  std::int64_t step_ = 0;  // set_step: the recipe's window schedule reads it
+  // The recipe's maps (empty when off: no table, no skip).
+  recipe::value_embedding_plan ve_plan_{config_.recipe.value_embeddings, config_.num_layers};
+  recipe::unet_plan unet_{config_.recipe.unet_skips ? config_.num_layers : 0};
+  const std::int32_t* inputs_ = nullptr;  // this micro-step's tokens (embed, backward_embed)
+  bool buckets_built_ = false;            // this micro-step's token buckets are in plan.buckets
   trainkit::cuda::device_buffer<float> rope_cos_, rope_sin_;  // (max_T, hs/2)
   kernels::rope_device_table rope_;
   kernels::device_token_buckets token_buckets_;

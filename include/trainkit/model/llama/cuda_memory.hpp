@@ -8,13 +8,18 @@
 // RMSNorm outputs and their rstd, the QKV GEMM's output after QK-norm and RoPE (attention reads it
 // in place and its backward needs nothing else), the QK-norm rstd, the attention output and its
 // log-sum-exp, the residual stream, the MLP's input projection and its activation. Attention is
-// flash or cuDNN: no T×T matrix anywhere. Scratch is reused layer after layer.
+// flash or cuDNN: no T×T matrix anywhere. Scratch is reused layer after layer. The speedrun
+// recipe (llama_config::recipe) adds, when on: the unmixed values of each value-embedding layer
+// (for dλ₀) and the U-net decoder blocks' inputs after their skip add (kept); the λ₁-scaled value
+// gradient, the scalar gradients' partials and one skip gradient per encoder source (scratch).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
 #include "trainkit/core/error.hpp"
+#include "trainkit/model/detail/recipe_cuda_twins.hpp"
 #include "trainkit/model/llama/config.hpp"
 #include "trainkit/model/transformer/cuda_memory.hpp"
 
@@ -37,8 +42,10 @@ struct llama_cuda_arena_plan {
       res3,            // (L, N, C) residual after the MLP
       lnf, lnf_rstd,   // (N, C), (N) fp32
       logits,          // (N, Vp), dlogits in place
-      losses;          // (N + 4) fp32: the losses (the 4 after them unused: llama_cuda keeps its
+      losses,          // (N + 4) fp32: the losses (the 4 after them unused: llama_cuda keeps its
                        // bad-token flags in their own buffer, which a growing arena cannot lose)
+      ve_saved,        // recipe: (2k, N, KV·hs) the values before the value-embedding mix
+      unet_in;         // recipe: (L/2, N, C) decoder block inputs after the U-net skip add
   // Scratch.
   arena_slot proj,          // (N, C) projection outputs before the fused residual add
       dres, dln, datty,     // (N, C) each
@@ -47,7 +54,10 @@ struct llama_cuda_arena_plan {
       norm_partial,         // rmsnorm_partial_floats(N, C) fp32
       att_delta, dq_accum,  // flash: (B, H, T), (N, C) fp32
       buckets,              // token_buckets::packed(): 3N + 2 int32
-      attention_workspace;  // cuDNN's plans' workspace
+      attention_workspace,  // cuDNN's plans' workspace
+      ve_scaled,        // recipe: (N, KV·hs) λ₁·dv, summed per token into the table's gradient
+      recipe_partials,  // recipe: the value mix's and skip add's fp32 block partials
+      unet_dskip;       // recipe: (L/2, N, C) the skip sources' gradients
 
   std::size_t activation_bytes = 0;
   std::size_t scratch_bytes = 0;
@@ -99,6 +109,11 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   take(p.lnf_rstd, N * f32);
   take(p.logits, N * Vp * bf);
   take(p.losses, (N + 4) * f32);
+  const std::size_t W = std::size_t(cfg.value_width()),
+                    ve = std::size_t(cfg.value_embedding_layers()),
+                    skips = std::size_t(cfg.unet_weights());
+  take(p.ve_saved, ve * N * W * bf);
+  take(p.unet_in, skips * N * C * bf);
   p.activation_bytes = arena.size();
   take(p.proj, N * C * bf);
   take(p.dres, N * C * bf);
@@ -112,6 +127,11 @@ inline llama_cuda_arena_plan plan_llama_cuda_arena(const llama_config& cfg, int 
   take(p.dq_accum, flash ? N * C * f32 : 0);
   take(p.buckets, (3 * N + 2) * 4);
   take(p.attention_workspace, attention_workspace_bytes);
+  take(p.ve_scaled, ve > 0 ? N * W * bf : 0);
+  const std::size_t partials = std::max(ve > 0 ? 2 * detail::recipe_blocks(N * W) : 0,
+                                        skips > 0 ? detail::recipe_blocks(N * C) : 0);
+  take(p.recipe_partials, partials * f32);
+  take(p.unet_dskip, skips * N * C * bf);
   p.total_bytes = arena.size();
   p.scratch_bytes = p.total_bytes - p.activation_bytes;
   return p;
@@ -148,6 +168,14 @@ inline llama_cuda_layer_slots llama_cuda_layer(const llama_cuda_arena_plan& p,
   v.fc_act = part(p.fc_act, N * F, 2);
   v.res3 = part(p.res3, N * C, 2);
   return v;
+}
+
+/// The recipe's i-th slice (N·width bf16) of a per-index slot (ve_saved by value-embedding pair,
+/// unet_in and unet_dskip by U-net weight index), for a batch of N rows.
+inline arena_slot llama_cuda_recipe_part(const arena_slot& s, std::size_t N, std::size_t width,
+                                         int i) {
+  const std::size_t bytes = N * width * 2;
+  return arena_slot{s.offset + std::size_t(i) * bytes, bytes};
 }
 
 /// What a CUDA Llama of shape `cfg` trained with adamw_cuda uses for batches of (B, T): the same

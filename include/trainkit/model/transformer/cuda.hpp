@@ -191,20 +191,22 @@ struct cuda_pass {
 
   // Flash or cuDNN attention of one layer over q | k | v rows (N, (H + 2·KV)·hs): out (N, C) and
   // the log-sum-exp per query-head row, kept for backward. (GPT-2's naive engine is its own.)
-  void attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int C, int H, int KV) const {
+  // window > 0: sliding-window causal attention (the recipe's short layers); 0: full causal.
+  void attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, int C, int H, int KV,
+                         int window = 0) const {
     if (attention == cuda_attention::cudnn)
-      cudnn->forward(out, lse, qkv, B, T, C, H, KV, stream);
+      cudnn->forward(out, lse, qkv, B, T, C, H, KV, stream, window);
     else
-      kernels::flash_attention_forward(out, lse, qkv, B, T, C, H, KV, stream);
+      kernels::flash_attention_forward(out, lse, qkv, B, T, C, H, KV, stream, window);
   }
   void attention_backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
-                          const float* lse, int C, int H, int KV) const {
+                          const float* lse, int C, int H, int KV, int window = 0) const {
     if (attention == cuda_attention::cudnn)
-      cudnn->backward(dqkv, dout, qkv, out, lse, B, T, C, H, KV, stream);
+      cudnn->backward(dqkv, dout, qkv, out, lse, B, T, C, H, KV, stream, window);
     else
       kernels::flash_attention_backward(dqkv, slot<float>(plan.att_delta),
                                         slot<float>(plan.dq_accum), dout, qkv, out, lse, B, T, C, H,
-                                        KV, stream);
+                                        KV, stream, window);
   }
 };
 
@@ -289,7 +291,10 @@ class transformer_cuda {
                          std::to_string(config_.num_parameters()));
     if (options_.attention == cuda_attention::cudnn)
       cudnn_ = kernels::cudnn_attention_factory()(options_.deterministic);
-    for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
+    if constexpr (requires { Block::tensor_offsets(config_); })
+      offsets_ = Block::tensor_offsets(config_);  // the block maps its enum (optional tensors)
+    else
+      for (std::size_t i = 0; i < layout_.size(); ++i) offsets_[i] = layout_[i].offset;
     // A tied head is wte: the head's reads and gradient go to wte's offset.
     head_ = Block::head(config_);
     device_name_ = trainkit::cuda::query_device().name;
@@ -402,6 +407,13 @@ class transformer_cuda {
   }
 
   /// Memory by use for the arena's current shape.
+  /// The optimizer step the next micro-steps belong to, for blocks whose forward depends on it
+  /// (the Llama recipe's growing attention windows: llama_config::attention_window(layer, step));
+  /// other blocks ignore it. Call it before each step's first micro-step, as for the CPU model.
+  void set_step(std::int64_t step) {
+    if constexpr (requires(Block & b) { b.set_step(step); }) block_->set_step(step);
+  }
+
   cuda_memory_report memory_report() const {
     if (!arena_.size())
       throw config_error(name() + "::memory_report: no arena yet (call reserve(B, T) first)");
@@ -467,7 +479,7 @@ class transformer_cuda {
     forward_trunk(batch.inputs, B, T);
     kernels::classifier(slot<bf16_t>(plan_.logits), losses(), batch.targets, flags() + 1, int(N),
                         config_.vocab_size, config_.padded_vocab_size, 0.0f,
-                        /*backward=*/false, s);
+                        /*backward=*/false, s, logit_cap());
     kernels::accumulate_mean_loss(loss_sums_.data() + 1, losses(), int(N), true, s);
     double out[2];
     enqueue_step_copy(out, loss_sums_.data() + 1, s);
@@ -624,9 +636,18 @@ class transformer_cuda {
     forward_trunk(inputs, B, T);
     kernels::classifier(slot<bf16_t>(plan_.logits), losses(), targets, flags() + 1, int(N),
                         config_.vocab_size, config_.padded_vocab_size, grad_scale / float(N),
-                        /*backward=*/true, s);
+                        /*backward=*/true, s, logit_cap());
     kernels::accumulate_mean_loss(loss_sums_.data(), losses(), int(N), restart, s);
     backward_trunk(inputs, B, T, on_bucket);
+  }
+
+  // The block's logit soft-cap (cap·tanh(logits/cap) inside the classifier's cross-entropy), 0
+  // (off, today's bits) for blocks without one.
+  float logit_cap() const {
+    if constexpr (requires { Block::logit_cap(config_); })
+      return Block::logit_cap(config_);
+    else
+      return 0.0f;
   }
 
   // The layers, then the head: logits (N, Vp) = lnf · headᵀ.
