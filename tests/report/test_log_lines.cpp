@@ -251,6 +251,39 @@ TEST(LogLines, TorchtitanGenerations) {
   EXPECT_EQ(events.skipped, 0u);
 }
 
+TEST(LogLines, TorchtitansMeshLineOf2025AndAnUntimedFirstStep) {
+  // pytorch/torchtitan#1349 (2025-06-26, the llama3 debug model on 8 GPUs), as pasted: the
+  // "Building 1-D device mesh with ['dp_shard'], [8]" line and the GC line on one row, no
+  // "Training starts" line, so step 1 is read but cannot be timed.
+  const auto run = parse(
+      "[rank0]:[titan] 2025-06-26 18:12:46,592 - root - INFO - Building 1-D device mesh with "
+      "['dp_shard'], [8]                [rank0]:[titan] 2025-06-26 18:12:46,593 - root - INFO - "
+      "[GC] Initial GC collection. 0.00 seconds.\n"
+      "[rank0]:[titan] 2025-06-26 18:23:14,389 - root - INFO - step:  1  loss:  8.1996  memory:  "
+      "2.65GiB(2.79%)  tps: 1,772  tflops: 0.13  mfu: 0.01%\n"
+      "[rank0]:[titan] 2025-06-26 18:23:14,486 - root - INFO - step:  2  loss:  8.1709  memory:  "
+      "2.66GiB(2.80%)  tps: 168,877  tflops: 12.14  mfu: 1.23%\n"
+      "[rank0]:[titan] 2025-06-26 18:23:14,580 - root - INFO - step:  3  loss:  8.1121  memory:  "
+      "2.66GiB(2.80%)  tps: 175,100  tflops: 12.59  mfu: 1.27%\n");
+  EXPECT_EQ(run.facts.devices, 8);
+  EXPECT_EQ(run.facts.devices_from, "torchtitan's device mesh line");
+  ASSERT_EQ(run.steps.size(), 2u);
+  ASSERT_TRUE(run.untimed_first_step.has_value());
+  EXPECT_EQ(*run.untimed_first_step, 1u);
+  EXPECT_DOUBLE_EQ(run.steps[1].m.dt_ms, 94.0);
+  const auto a = rp::analyze_run(
+      run, {.params = 6'000'000, .layers = 8, .width = 256, .seq = 2048, .device = "H100"});
+  EXPECT_TRUE(a.from_start) << "the log starts at step 1, though step 1 is untimed";
+  EXPECT_EQ(a.devices, 8);
+  // The 2-D form multiplies its dims.
+  const auto two = parse(
+      "[rank0]:[titan] 2025-03-01 10:00:00,000 - root - INFO - Building 2-D device mesh with "
+      "['dp_shard', 'tp'], [4, 2]\n"
+      "[rank0]:[titan] 2025-03-01 10:00:01,000 - root - INFO - step:  1  loss:  8.0  tps: 100\n"
+      "[rank0]:[titan] 2025-03-01 10:00:02,000 - root - INFO - step:  2  loss:  7.9  tps: 100\n");
+  EXPECT_EQ(two.facts.devices, 8);
+}
+
 TEST(LogLines, BuildNanoGpt) {
   // print(f"step {step:5d} | loss: {loss:.6f} | lr {lr:.4e} | norm: {norm:.4f} | dt:
   // {dt*1000:.2f}ms | tok/sec: {tokens_per_sec:.2f}")

@@ -83,8 +83,9 @@ struct run_analysis {
   std::string source;
   std::size_t step_lines = 0;
   std::uint64_t first_step = 0, last_step = 0;
-  // The log starts where the run did: its first line is step 0 or 1, or times steps 2.. from a
-  // step-1 line it could not time (torchtitan without "Training starts"). Else an excerpt.
+  // The log starts where the run did: its first step line is step 0 or 1 (timed, or read but left
+  // untimed: torchtitan without "Training starts"), or times steps 2.. from such a line. Else an
+  // excerpt.
   bool from_start = true;
   std::uint64_t unprinted_steps = 0;  // steps in the span no line times (nanoGPT's log_interval)
   bool per_line = false;  // `steps` has one row per line, not per step (a span too long to hold)
@@ -257,7 +258,7 @@ inline run_analysis analyze_run(const run_log& run, const log_report_config& cfg
   a.rank = run.rank;
   if (run.steps.empty()) throw format_error(run.source + ": no step lines");
   a.first_step = run.steps.front().m.step;
-  a.from_start = a.first_step <= 1 ||
+  a.from_start = a.first_step <= 1 || (run.untimed_first_step && *run.untimed_first_step <= 1) ||
                  (run.steps.front().covers > 1 && a.first_step + 1 - run.steps.front().covers <= 2);
   a.last_step = run.steps.back().m.step;
   const auto& facts = run.facts;

@@ -140,6 +140,9 @@ struct run_log {
   int rank = -1;                // the launcher rank whose lines were read; -1: no tags
   std::size_t last_step_index = std::numeric_limits<std::size_t>::max();  // reader's cursor
   std::vector<std::string> warnings;  // "FILE:LINE: ..." for lines dropped or replaced
+  // The step of a step line read but left untimed before the first timed one (torchtitan's first
+  // line with no "Training starts" before it): the log still starts there, not at steps[0].
+  std::optional<std::uint64_t> untimed_first_step;
 
   /// The steps as the summary and chart read them.
   std::vector<step_metrics> metrics() const {

@@ -122,6 +122,7 @@ inline run_log parse_torchtitan_log(const detail::normalised_log& log, const std
           detail::push_step(run, s, n);
           for (std::size_t e : pending) run.events[e].timed_in = run.steps.size() - 1;
         } else if (!have_prev) {
+          if (run.steps.empty() && !run.untimed_first_step) run.untimed_first_step = *step;
           run.warnings.push_back(source + ":" + std::to_string(l.line) + ": step " +
                                  std::to_string(*step) +
                                  " has no earlier time to measure from (no \"Training starts\" "
@@ -225,6 +226,36 @@ inline run_log parse_torchtitan_log(const detail::normalised_log& log, const std
         prev_step = *s - 1;
         have_prev = true;
         continue;
+      }
+    }
+    sc = {msg};
+    // Mid 2024 - 2025: logger.info(f"Building {len(dims)}-D device mesh with {names}, {dims}")
+    // (parallel_dims.py), e.g. "Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]": the
+    // devices are the product of the dims.
+    if (sc.lit("Building") && sc.whole() && sc.lit("-D device mesh with")) {
+      const auto names_end = msg.find(']');
+      const auto open = names_end == std::string_view::npos ? names_end : msg.find('[', names_end);
+      const auto close = open == std::string_view::npos ? open : msg.find(']', open);
+      if (close != std::string_view::npos) {
+        double devices = 1;
+        bool any = false, all = true;
+        std::string_view dims = msg.substr(open + 1, close - open - 1);
+        while (!dims.empty()) {
+          const auto comma = dims.find(',');
+          const auto v = detail::to_number(detail::trim(dims.substr(0, comma)));
+          if (v && *v >= 1 && *v < 1e6 && *v == std::floor(*v)) {
+            devices *= *v;
+            any = true;
+          } else {
+            all = false;
+          }
+          dims = comma == std::string_view::npos ? std::string_view{} : dims.substr(comma + 1);
+        }
+        if (any && all && devices < 1e9) {
+          run.facts.devices = int(devices);
+          run.facts.devices_from = "torchtitan's device mesh line";
+          continue;
+        }
       }
     }
     sc = {msg};
