@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "trainkit/model/llama/config.hpp"
@@ -22,7 +23,7 @@ llama_result llama_forward_backward(const model::llama_config& cfg,
                                     const std::vector<float>& params,
                                     const std::vector<std::int32_t>& inputs,
                                     const std::vector<std::int32_t>& targets, int B, int T,
-                                    std::int64_t step = 0);
+                                    std::int64_t step = std::numeric_limits<std::int64_t>::max());
 
 /// basic_llama_cpu<float>(cfg, seed)'s parameters.
 std::vector<float> llama_cpu_initial_parameters(const model::llama_config& cfg, std::uint64_t seed);

@@ -37,6 +37,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -410,7 +411,8 @@ class llama_cuda_block {
   }
 
   llama_config config_;
-  std::int64_t step_ = 0;  // set_step: the recipe's window schedule reads it
+  // set_step: the recipe's window schedule reads it; until set, its final windows (as llama_cpu).
+  std::int64_t step_ = std::numeric_limits<std::int64_t>::max();
   // The recipe's maps (empty when off: no table, no skip).
   recipe::value_embedding_plan ve_plan_{config_.recipe.value_embeddings, config_.num_layers};
   recipe::unet_plan unet_{config_.recipe.unet_skips ? config_.num_layers : 0};

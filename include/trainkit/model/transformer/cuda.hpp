@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -488,7 +489,8 @@ class transformer_cuda {
     return float(out[0]);
   }
 
-  /// Logits (B·T, Vp) of the last forward() as floats on the host (tests, sampling by a caller).
+  /// Logits (B·T, Vp) of the last forward() as floats on the host (tests, sampling by a caller),
+  /// soft-capped when the block has a logit cap.
   void logits_to_host(std::span<float> out) const {
     const std::size_t n = std::size_t(last_rows_) * config_.padded_vocab_size;
     if (out.size() != n)
@@ -500,6 +502,10 @@ class transformer_cuda {
         std::span<trainkit::bf16>(host),
         reinterpret_cast<const trainkit::bf16*>(slot<bf16_t>(plan_.logits)), stream());
     for (std::size_t i = 0; i < n; ++i) out[i] = host[i].to_float();
+    // The logits the loss is of: soft-capped where the block caps them (as transformer_cpu's
+    // forward_logits); the device buffer keeps the raw ones the classifier reads.
+    if (const float cap = logit_cap(); cap > 0.0f)
+      for (float& z : out) z = cap * std::tanh(z / cap);
   }
 
   /// The tensors a checkpoint must hold: "model.<name>", bf16, in device memory.
