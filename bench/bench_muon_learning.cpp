@@ -76,6 +76,7 @@
 #include "trainkit/optim/adamw_cpu.hpp"
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
+#include "trainkit/recipe/speedrun.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 #include "trainkit/trainer/trainer.hpp"
@@ -102,7 +103,7 @@ struct curve {
   std::string name;
   float lr = 0;
   std::vector<std::pair<std::uint64_t, double>> val;  // (step, val_loss)
-  std::vector<std::uint64_t> tokens;                   // tokens seen by each evaluation's step
+  std::vector<std::uint64_t> tokens;                  // tokens seen by each evaluation's step
 };
 
 // Text files under `root` (sorted, so the data does not depend on directory order): regular,
@@ -347,32 +348,25 @@ int run_variants(const options& o) {
   return 0;
 }
 
-// --suite recipe: the speedrun recipe's parts at this model's depth and sequence length. The
-// defaults and where each comes from: docs/recipes.md.
+// --suite recipe: the speedrun recipe's parts at this model's depth, sequence length and run
+// length: the library's one definition (trainkit::recipe::speedrun, recipe/speedrun.hpp, which
+// gpt_fineweb's --recipe speedrun applies too), at this benchmark's AdamW (half) rate; its
+// schedule and batch ramp are left out (every run here shares the benchmark's schedule and
+// batch). Where each value comes from: docs/recipes.md.
 struct recipe_parts {
+  tk::model::llama_config block;  // the shape with the recipe's block (ReLU², QK-norm)
   tk::model::llama_recipe model;
   tk::optim::muon_config muon;
 };
 
 recipe_parts speedrun_parts(const options& o, const tk::model::llama_config& shape) {
+  const tk::recipe::speedrun_settings s =
+      tk::recipe::speedrun(shape, o.seq, o.steps, double(o.adamw_lr));
   recipe_parts r;
-  auto& m = r.model;
-  m.value_embeddings = std::max(1, shape.num_layers / 4);  // modded-nanogpt: 3 tables at 12 layers
-  m.unet_skips = shape.num_layers >= 2;
-  m.logit_cap = 15.0f;
-  m.zero_init_projections = true;
-  m.windows.block = std::min(64, o.seq);
-  m.windows.long_window = o.seq;
-  m.windows.short_window = std::max(m.windows.block, o.seq / 4);
-  m.windows.start = std::max(m.windows.short_window, o.seq / 2);
-  m.windows.grow_steps = std::max(1, o.steps / 2);
-  auto& mu = r.muon;
-  mu.lr_ratio = double(0.02f) / double(o.adamw_lr);
-  mu.orthogonalizer = tk::optim::muon_orthogonalizer::polar_express;
-  mu.normuon = true;
-  mu.cautious_weight_decay = true;
-  mu.weight_decay = 0.05f;
-  mu.momentum_warmup_steps = std::max(1, o.steps / 6);
+  r.block = s.model;
+  r.block.recipe = {};
+  r.model = s.model.recipe;
+  r.muon = s.muon;
   return r;
 }
 
@@ -410,7 +404,7 @@ int run_recipe(const options& o) {
   r.muon = published;
   runs.push_back({"-muon_variants", r});
   for (const auto& [name, parts] : runs) {
-    tk::model::llama_config cfg = shape;
+    tk::model::llama_config cfg = parts.block;
     cfg.recipe = parts.model;
     curves.push_back(train<llama_cpu, muon_cpu>(o, name, o.adamw_lr, parts.muon,
                                                 [cfg] { return llama_cpu(cfg, 1337); }));
@@ -430,8 +424,8 @@ int run_recipe(const options& o) {
   const std::uint64_t muon_steps = steps_to(curves[1], target);
   std::ostringstream s;
   s << "bench_muon_learning --suite recipe: llama " << o.model << " (GPT-2 " << o.model
-    << " for the baseline), text " << o.text << ", " << o.steps << " steps of "
-    << o.batch * o.seq << " tokens, AdamW (half) at " << o.adamw_lr << "\n"
+    << " for the baseline), text " << o.text << ", " << o.steps << " steps of " << o.batch * o.seq
+    << " tokens, AdamW (half) at " << o.adamw_lr << "\n"
     << "  target: AdamW GPT-2's best val loss " << target << " (step " << adamw_steps << ")\n";
   for (const curve& cv : curves) {
     const std::uint64_t st = steps_to(cv, target);

@@ -18,6 +18,7 @@
 #include "flag_names.hpp"
 #include "train/options.hpp"
 #include "train/recipes.hpp"
+#include "trainkit/recipe/speedrun.hpp"
 
 namespace {
 
@@ -176,6 +177,40 @@ TEST(RecipeFlags, SpeedrunSetsTheRecipe) {
   parse(small, {"--recipe", "speedrun"});
   EXPECT_EQ(llama_of(small).recipe.value_embeddings, 1);
   EXPECT_EQ(small.o.batch_ramp_tokens, 0u);
+}
+
+// The program's --recipe speedrun is the library's trainkit::recipe::speedrun, field for field
+// (the model, Muon with its AdamW half, the schedule, the batch ramp), at the default rate and at
+// an explicit --lr (the rates per role follow it).
+TEST(RecipeFlags, ProgramIsTheLibrarysDefinition) {
+  for (const char* lr : {"", "0.002"}) {
+    parsed p;
+    std::vector<std::string> args{"--recipe",
+                                  "speedrun",
+                                  "--model",
+                                  "d6",
+                                  "--seq",
+                                  "256",
+                                  "--steps",
+                                  "600",
+                                  "--batch",
+                                  "4",
+                                  "--total-batch-tokens",
+                                  "4096"};
+    if (*lr) args.insert(args.end(), {"--lr", lr});
+    parse(p, args);
+    const double peak = *lr ? 0.002 : tk::recipe::speedrun_lr;
+    const auto s =
+        tk::recipe::speedrun(tk::model::llama_config::preset("d6"), 256, 600, peak, 4096, 4 * 256);
+    EXPECT_EQ(llama_of(p), s.model) << lr;
+    EXPECT_EQ(gf::muon_family::config(p.o, p.optimizer.of<gf::muon_family>()), s.muon) << lr;
+    EXPECT_EQ(p.o.lr, s.lr);
+    EXPECT_EQ(p.o.schedule, tk::optim::schedule_kind_name(s.schedule));
+    EXPECT_EQ(p.o.warmup, s.warmup_steps);
+    EXPECT_EQ(float(p.o.final_lr_frac), s.final_lr_frac);
+    EXPECT_EQ(p.o.batch_ramp_tokens, s.batch_ramp.start_tokens);
+    EXPECT_EQ(p.o.batch_ramp_steps, s.batch_ramp.steps);
+  }
 }
 
 TEST(RecipeFlags, AnExplicitFlagWins) {

@@ -285,18 +285,22 @@ struct cuda_policies<llama_family> {
                              ": llm.c model files hold GPT-2 only; write --arch llama with "
                              "--export-hf DIR (--device cpu)");
     const auto cfg = llama_family::config(o.model, flags_);
-    // The recipe's model parts are wired into the CPU model; llama_cuda does not compute them yet
-    // (issue 38's CUDA half). Refused, never ignored. Remove a part's line when llama_cuda has it.
+    // llama_cuda computes the recipe's model parts, but that code has not run on a GPU yet: an
+    // unverified CUDA path must not train silently wrong, so they stay refused (never ignored)
+    // until bench/gpu_check.sh's LlamaCuda.RecipeMatchesCpu row has passed on a device.
     const auto& r = cfg.recipe;
+    // (--zero-init-proj is only the family's host initialisation, which both devices share.)
     const char* part = r.value_embeddings > 0 ? "--value-embeds"
                        : r.unet_skips         ? "--unet"
                        : r.logit_cap > 0.0f   ? "--logit-cap"
                        : r.windows.on()       ? "--window-short"
                                               : nullptr;
     if (part)
-      throw tk::config_error(std::string(part) +
-                             ": --arch llama's CUDA model does not compute the recipe's value "
-                             "embeddings, U-net skips, logit cap or windows yet; use --device cpu");
+      throw tk::config_error(
+          std::string(part) +
+          ": --arch llama's CUDA model computes the recipe's parts, compiled but "
+          "not yet verified on a GPU (bench/gpu_check.sh's "
+          "LlamaCuda.RecipeMatchesCpu row); until then use --device cpu");
     return cfg;
   }
   model_type make_model(const train_options& o, const trainkit::model::llama_config& cfg) const {
