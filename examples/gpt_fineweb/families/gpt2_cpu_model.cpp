@@ -1,7 +1,7 @@
 // families/gpt2_cpu_model.cpp — the gpt2 family's CPU hot code, compiled once at -O3: the model
 // (forward, backward, sampling's logits; its kernels and GEMMs) and every optimizer's update for
 // it, by explicit instantiation. The family's composition (families/gpt2_cpu.cpp, compiled at
-// -O1) declares the same instances extern and calls these (train/host_hot_code.hpp says why;
+// -Og) declares the same instances extern and calls these (train/host_hot_code.hpp says why;
 // docs/build_time.md has the figures).
 #include <trainkit/model/gpt2/cpu.hpp>
 

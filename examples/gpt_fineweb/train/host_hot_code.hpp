@@ -5,7 +5,7 @@
 // once per run: the training driver, the trainer's loop, checkpointing, the commands, the Hugging
 // Face conversions. At -O3 its inlining and code generation cost most of the unit's build time
 // (docs/build_time.md: the back end is 93% of it), for no run-time gain, so that unit is compiled
-// at -O1 (examples/gpt_fineweb/CMakeLists.txt). What does run every step, the model's forward and
+// at -Og (examples/gpt_fineweb/CMakeLists.txt). What does run every step, the model's forward and
 // backward (and its kernels, Eigen's GEMMs) and the optimizers' updates, is compiled at -O3 in
 // the family's model unit (families/<name>_cpu_model.cpp) and the shared optimizer unit
 // (train/cpu_optimizers.cpp) by explicit instantiation, and declared `extern template` here for
@@ -18,7 +18,7 @@
 // where Model is the family's CPU model template (basic_gpt2_cpu) and Block its block policy
 // (gpt2_cpu_block): the model, its transformer_cpu base and its block, at float, and every
 // optimizer's update for that model. A family without a model unit does not link (the
-// composition's calls have no definition), so none can fall back to -O1 model code unnoticed.
+// composition's calls have no definition), so none can fall back to -Og model code unnoticed.
 // The model units are linked first, so where an inline function (a kernel, an Eigen routine) is
 // emitted by both kinds of unit the linker keeps the -O3 copy (the first one it sees).
 #pragma once
