@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "gpu_test_support.cuh"
+#include "model_test_support.cuh"
 #include "reference.hpp"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
-#include "trainkit/model/gpt2/cuda.hpp"
 #include "trainkit/core/step_protocol.hpp"
+#include "trainkit/model/gpt2/cuda.hpp"
 
 namespace {
 
@@ -29,26 +30,6 @@ using namespace trainkit::test_gpu;
 using trainkit::model::gpt2_config;
 using trainkit::model::gpt2_cuda;
 using trainkit::model::gpt2_cuda_options;
-
-struct device_batch {
-  trainkit::cuda::device_buffer<std::int32_t> inputs, targets;
-  std::vector<std::int32_t> host_inputs, host_targets;
-  int B = 0, T = 0;
-
-  /// Uniform inputs, or Zipf-distributed ones (real text's shape: hot tokens repeat hundreds of
-  /// times, which is what the wte gradient's summation must survive).
-  device_batch(int b, int t, int V, std::uint64_t seed, bool zipf = false) : B(b), T(t) {
-    std::mt19937_64 rng(seed);
-    host_inputs = zipf ? zipf_tokens(std::size_t(B) * T, V, rng)
-                       : random_tokens(std::size_t(B) * T, V, rng);
-    host_targets = random_tokens(std::size_t(B) * T, V, rng);
-    inputs = to_device_raw(host_inputs);
-    targets = to_device_raw(host_targets);
-  }
-  trainkit::batch_view<trainkit::device_memory> view() const {
-    return {inputs.data(), targets.data(), B, T};
-  }
-};
 
 void compare_with_cpu(const char* preset, int B, int T, gpt2_cuda_options opt = {},
                       bool zipf = false) {
@@ -246,41 +227,18 @@ TEST(Gpt2Cuda, AccumulationForwardAndNonDeterministicMode) {
 }
 
 /// Records the buckets a model publishes, in order.
-struct bucket_log {
-  std::vector<std::size_t> order;
-  static void ready(void* self, std::size_t i) {
-    static_cast<bucket_log*>(self)->order.push_back(i);
-  }
-};
-
 TEST(Gpt2Cuda, StepProtocolEqualsTheOneCallApiAndPublishesEveryBucketOnce) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   const gpt2_config cfg = gpt2_config::preset("d2");
   const device_batch a(2, 64, cfg.vocab_size, 21), b(2, 64, cfg.vocab_size, 22);
   gpt2_cuda ref(cfg, 9), proto(cfg, 9);
-  ref.zero_grad();
-  const float la = ref.forward_backward(a.view(), 0.5f);
-  const float lb = ref.forward_backward(b.view(), 0.5f);
-
-  trainkit::cuda::execution_context ctx;
-  bucket_log log;
-  trainkit::model::micro_step micro{0.5f, 0, 2, {&log, &bucket_log::ready}};
-  proto.zero_grad(ctx);
-  proto.forward_backward(a.view(), micro, ctx);
-  EXPECT_TRUE(log.order.empty()) << "gradients are not final before the last micro-step";
-  micro.index = 1;
-  proto.forward_backward(b.view(), micro, ctx);
-  ctx.synchronize();
-
+  const one_call_comparison r = protocol_against_one_call(ref, proto, a, b);
   const std::size_t n = proto.gradient_buckets().size();
-  ASSERT_EQ(log.order.size(), n);
-  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(log.order[i], i) << "publication order";
-  const double mean = (double(la) + double(lb)) / 2;
-  EXPECT_NEAR(proto.step_loss(), mean, 1e-6 * std::abs(mean)) << "the mean of the micro-steps";
-  fvec g_ref(ref.num_parameters()), g_proto(proto.num_parameters());
-  ref.gradients_to_host(g_ref);
-  proto.gradients_to_host(g_proto);
-  EXPECT_EQ(g_proto, g_ref) << "same kernels in the same order (deterministic mode)";
+  ASSERT_EQ(r.published.size(), n);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(r.published[i], i) << "publication order";
+  EXPECT_NEAR(proto.step_loss(), r.mean_loss, 1e-6 * std::abs(r.mean_loss))
+      << "the mean of the micro-steps";
+  EXPECT_EQ(r.g_proto, r.g_ref) << "same kernels in the same order (deterministic mode)";
 }
 
 TEST(Gpt2Cuda, StepProtocolEnqueuesWithoutWaitingOnTheHost) {

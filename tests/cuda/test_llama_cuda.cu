@@ -22,6 +22,7 @@
 #include "../fixtures/llama/llama_golden_fixture.hpp"
 #include "gpu_test_support.cuh"
 #include "llama_reference.hpp"
+#include "model_test_support.cuh"
 #include "trainkit/core/cuda/buffer.hpp"
 #include "trainkit/core/cuda/execution_context.hpp"
 #include "trainkit/core/error.hpp"
@@ -41,23 +42,6 @@ using trainkit::model::llama_config;
 using trainkit::model::llama_cuda;
 using trainkit::model::llama_cuda_options;
 using trainkit::model::llama_mlp;
-
-struct device_batch {
-  trainkit::cuda::device_buffer<std::int32_t> inputs, targets;
-  std::vector<std::int32_t> host_inputs, host_targets;
-  int B = 0, T = 0;
-
-  device_batch(int b, int t, int V, std::uint64_t seed) : B(b), T(t) {
-    std::mt19937_64 rng(seed);
-    host_inputs = random_tokens(std::size_t(B) * T, V, rng);
-    host_targets = random_tokens(std::size_t(B) * T, V, rng);
-    inputs = to_device_raw(host_inputs);
-    targets = to_device_raw(host_targets);
-  }
-  trainkit::batch_view<trainkit::device_memory> view() const {
-    return {inputs.data(), targets.data(), B, T};
-  }
-};
 
 /// A small Llama with head size 64: L layers, H query heads, KV key/value heads, a 512-token
 /// vocabulary (the head's GEMM and the classifier do not need 50k rows to be tested).
@@ -227,41 +211,18 @@ TEST(LlamaCuda, RecipeMatchesCpu) {
   }
 }
 
-struct bucket_log {
-  std::vector<std::size_t> order;
-  static void ready(void* self, std::size_t b) {
-    static_cast<bucket_log*>(self)->order.push_back(b);
-  }
-};
-
 TEST(LlamaCuda, StepProtocolPublishesEveryBucketOnceAndMeansTheLosses) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   const llama_config cfg = small(2, 2, 1);
   const device_batch a(2, 64, cfg.vocab_size, 21), b(2, 64, cfg.vocab_size, 22);
   llama_cuda ref(cfg, 9), proto(cfg, 9);
-  ref.zero_grad();
-  const float la = ref.forward_backward(a.view(), 0.5f);
-  const float lb = ref.forward_backward(b.view(), 0.5f);
-
-  trainkit::cuda::execution_context ctx;
-  bucket_log log;
-  trainkit::model::micro_step micro{0.5f, 0, 2, {&log, &bucket_log::ready}};
-  proto.zero_grad(ctx);
-  proto.forward_backward(a.view(), micro, ctx);
-  EXPECT_TRUE(log.order.empty()) << "gradients are not final before the last micro-step";
-  micro.index = 1;
-  proto.forward_backward(b.view(), micro, ctx);
-  ctx.synchronize();
+  const one_call_comparison r = protocol_against_one_call(ref, proto, a, b);
   const std::size_t n = proto.gradient_buckets().size();
   ASSERT_EQ(n, std::size_t(cfg.num_layers) + 2);
-  ASSERT_EQ(log.order.size(), n);
-  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(log.order[i], i) << "publication order";
-  const double mean = (double(la) + double(lb)) / 2;
-  EXPECT_NEAR(proto.step_loss(), mean, 1e-3 * std::abs(mean));
-  fvec g_ref(ref.num_parameters()), g_proto(proto.num_parameters());
-  ref.gradients_to_host(g_ref);
-  proto.gradients_to_host(g_proto);
-  EXPECT_GT(cosine(g_proto, g_ref), 0.9999) << "flash's dQ atomics: equal to rounding";
+  ASSERT_EQ(r.published.size(), n);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(r.published[i], i) << "publication order";
+  EXPECT_NEAR(proto.step_loss(), r.mean_loss, 1e-3 * std::abs(r.mean_loss));
+  EXPECT_GT(cosine(r.g_proto, r.g_ref), 0.9999) << "flash's dQ atomics: equal to rounding";
 }
 
 TEST(LlamaCuda, BadTokensThrowConfigError) {

@@ -21,6 +21,9 @@ try:
 except ImportError as e:
     sys.exit(f"hf_gpt2_check: {e}; run: python3 -m pip install safetensors numpy")
 
+import hf_check_common
+from hf_check_common import causal_attention
+
 
 def layer_norm(x, w, b):
     mu = x.mean(-1, keepdims=True)
@@ -42,17 +45,12 @@ def numpy_logits(folder, tokens):
     for row in tokens:
         T = len(row)
         x = w["wte.weight"][row] + w["wpe.weight"][:T]
-        mask = np.triu(np.ones((T, T), dtype=bool), 1)
         for l in range(cfg["n_layer"]):
             p = f"h.{l}."
             h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"])
             qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
             q, k, v = (a.reshape(T, H, hs).transpose(1, 0, 2) for a in np.split(qkv, 3, axis=-1))
-            att = q @ k.transpose(0, 2, 1) / np.sqrt(hs)
-            att[:, mask] = -np.inf
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            y = (att @ v).transpose(1, 0, 2).reshape(T, C)
+            y = causal_attention(q, k, v)
             x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
             h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"])
             m = gelu_new(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
@@ -63,33 +61,15 @@ def numpy_logits(folder, tokens):
 
 
 def transformers_logits(folder, tokens):
-    try:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as e:
-        print(f"hf_gpt2_check: {e}")
-        sys.exit(77)
-    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
-    tok = AutoTokenizer.from_pretrained(folder)
+    torch, transformers = hf_check_common.import_transformers("hf_gpt2_check")
+    auto = transformers.AutoModelForCausalLM
+    model = auto.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
     ids = tok("Hello world")["input_ids"]
     if ids != [15496, 995]:
         sys.exit(f"AutoTokenizer encodes 'Hello world' as {ids}, GPT-2 gives [15496, 995]")
-    with torch.no_grad():
-        logits = model(torch.tensor(tokens, dtype=torch.long)).logits
-    return logits.reshape(-1, logits.shape[-1]).double().numpy()
-
-
-def main(mode, folder, tokens_path, logits_path, T):
-    tokens = np.fromfile(tokens_path, dtype="<i4").reshape(-1, int(T))
-    ours = np.fromfile(logits_path, dtype="<f4")
-    theirs = (numpy_logits if mode == "numpy" else transformers_logits)(folder, tokens)
-    ours = ours.reshape(theirs.shape)
-    err = np.abs(ours - theirs).max()
-    scale = np.abs(theirs).max()
-    print(f"{mode}: max |trainkit - reference| = {err:.3g} (logits up to {scale:.3g})")
-    if not err <= 1e-4 * max(1.0, scale):
-        sys.exit(f"{mode}: logits differ by {err}")
+    return hf_check_common.model_logits(torch, model, tokens)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    hf_check_common.main(numpy_logits, transformers_logits, sys.argv[1:6])

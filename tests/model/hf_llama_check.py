@@ -22,6 +22,9 @@ try:
 except ImportError as e:
     sys.exit(f"hf_llama_check: {e}; run: python3 -m pip install safetensors numpy")
 
+import hf_check_common
+from hf_check_common import causal_attention
+
 
 def rms_norm(x, w, eps):
     return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * w
@@ -49,7 +52,6 @@ def numpy_logits(folder, tokens):
     for row in tokens:
         T = len(row)
         x = w["model.embed_tokens.weight"][row]
-        mask = np.triu(np.ones((T, T), dtype=bool), 1)
         for l in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{l}."
             h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
@@ -58,11 +60,7 @@ def numpy_logits(folder, tokens):
             v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, KV, hs).transpose(1, 0, 2)
             q, k = rope(q, theta), rope(k, theta)
             k, v = np.repeat(k, H // KV, axis=0), np.repeat(v, H // KV, axis=0)
-            att = q @ k.transpose(0, 2, 1) / np.sqrt(hs)
-            att[:, mask] = -np.inf
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            y = (att @ v).transpose(1, 0, 2).reshape(T, C)
+            y = causal_attention(q, k, v)
             x = x + y @ w[p + "self_attn.o_proj.weight"].T
             h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
             g = h @ w[p + "mlp.gate_proj.weight"].T
@@ -74,31 +72,12 @@ def numpy_logits(folder, tokens):
 
 
 def transformers_logits(folder, tokens):
-    try:
-        import torch
-        from transformers import AutoModelForCausalLM
-    except ImportError as e:
-        print(f"hf_llama_check: {e}")
-        sys.exit(77)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    torch, transformers = hf_check_common.import_transformers("hf_llama_check")
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     if type(model).__name__ != "LlamaForCausalLM":
         sys.exit(f"loaded a {type(model).__name__}, not a LlamaForCausalLM")
-    with torch.no_grad():
-        logits = model(torch.tensor(tokens, dtype=torch.long)).logits
-    return logits.reshape(-1, logits.shape[-1]).double().numpy()
-
-
-def main(mode, folder, tokens_path, logits_path, T):
-    tokens = np.fromfile(tokens_path, dtype="<i4").reshape(-1, int(T))
-    ours = np.fromfile(logits_path, dtype="<f4")
-    theirs = (numpy_logits if mode == "numpy" else transformers_logits)(folder, tokens)
-    ours = ours.reshape(theirs.shape)
-    err = np.abs(ours - theirs).max()
-    scale = np.abs(theirs).max()
-    print(f"{mode}: max |trainkit - reference| = {err:.3g} (logits up to {scale:.3g})")
-    if not err <= 1e-4 * max(1.0, scale):
-        sys.exit(f"{mode}: logits differ by {err}")
+    return hf_check_common.model_logits(torch, model, tokens)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    hf_check_common.main(numpy_logits, transformers_logits, sys.argv[1:6])

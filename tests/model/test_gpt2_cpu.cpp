@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model_checks.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,59 +17,28 @@
 
 namespace tk = trainkit;
 using tk::model::gpt2_config;
+using tk::test_model::find_tensor;
+using tk::test_model::random_batch;
 
 namespace {
 
 gpt2_config tiny_config() {  // small enough for finite differences on every tensor
-  gpt2_config c;
-  c.max_seq_len = 8;
-  c.vocab_size = 37;
-  c.padded_vocab_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.channels = 8;
-  return c;
+  return tk::test_model::with_shape(gpt2_config{}, {8, 37, 128, 2, 2, 8});
 }
 
 // Big enough that Eigen's GEMMs and every OpenMP loop split work at B·T = 256
 // (detail::parallel_threshold).
 gpt2_config small_config() {
-  gpt2_config c;
-  c.max_seq_len = 64;
-  c.vocab_size = 1000;
-  c.padded_vocab_size = 1024;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.channels = 128;
-  return c;
-}
-
-tk::host_batch random_batch(int B, int T, int vocab, std::uint32_t seed) {
-  tk::host_batch b(B, T);
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> tok(0, vocab - 1);
-  for (auto& x : b.inputs) x = tok(rng);
-  for (auto& x : b.targets) x = tok(rng);
-  return b;
-}
-
-const tk::tensor_info& find_tensor(std::span<const tk::tensor_info> layout, const std::string& n) {
-  for (const auto& t : layout)
-    if (t.name == n) return t;
-  throw std::runtime_error("no tensor " + n);
+  return tk::test_model::with_shape(gpt2_config{}, {64, 1000, 1024, 2, 4, 128});
 }
 
 // Parameters far from GPT-2's init (random gains and biases, padded wte rows non-zero) so that a
 // backward that confuses a gain with a bias, or lets padded rows leak in, shows up.
 template <class M>
 void randomise(M& m, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> n(0.0, 0.3);
-  for (const auto& t : m.parameter_layout()) {
-    const bool gain = t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw";
-    for (std::size_t i = 0; i < t.numel(); ++i)
-      m.parameters()[t.offset + i] = (gain ? 1.0 : 0.0) + n(rng);
-  }
+  tk::test_model::randomise(m, seed, [](const tk::tensor_info& t) {
+    return t.name == "ln1w" || t.name == "ln2w" || t.name == "lnfw";
+  });
 }
 
 }  // namespace
@@ -95,18 +66,9 @@ TEST(Gpt2Cpu, GradientsMatchFiniteDifferencesForEveryTensor) {
     }
     int nonzero = 0;
     for (std::size_t i : picks) {
-      double& p = m.parameters()[t.offset + i];
-      const double saved = p;
-      p = saved + h;
-      m.forward(tk::view_of(batch));
-      const double up = m.last_loss();
-      p = saved - h;
-      m.forward(tk::view_of(batch));
-      const double down = m.last_loss();
-      p = saved;
-      const double numeric = (up - down) / (2 * h);
+      const double numeric = tk::test_model::central_difference(m, batch, t.offset + i, h);
       const double a = analytic[t.offset + i];
-      const double err = std::abs(a - numeric) / std::max({std::abs(a), std::abs(numeric), 1e-4});
+      const double err = tk::test_model::gradient_error(a, numeric);
       worst = std::max(worst, err);
       EXPECT_LT(err, 1e-5) << t.name << "[" << i << "] analytic " << a << " numeric " << numeric;
       nonzero += std::abs(a) > 1e-8;
@@ -141,15 +103,7 @@ TEST(Gpt2Cpu, SgdOnAFixedBatchLowersTheLoss) {
   gpt2_config cfg = small_config();
   tk::model::gpt2_cpu m(cfg, 7);
   const tk::host_batch batch = random_batch(4, 16, cfg.vocab_size, 8);
-  const float first = m.forward(tk::view_of(batch));
-  float last = first;
-  for (int step = 0; step < 30; ++step) {
-    m.zero_grad();
-    last = m.forward_backward(tk::view_of(batch), 1.0f);
-    auto p = m.parameters();
-    auto g = m.gradients();
-    for (std::size_t i = 0; i < p.size(); ++i) p[i] -= 0.5f * g[i];
-  }
+  const auto [first, last] = tk::test_model::sgd_on_one_batch(m, batch, 30, 0.5f);
   EXPECT_LT(last, 0.8f * first) << "first " << first << " last " << last;
 }
 
@@ -260,31 +214,7 @@ TEST(Gpt2Cpu, ForwardLeavesGradientsAndMatchesLogits) {
   const gpt2_config cfg = small_config();
   tk::model::gpt2_cpu m(cfg, 3);
   randomise(m, 4);
-  const tk::host_batch batch = random_batch(2, 8, cfg.vocab_size, 5);
-  m.zero_grad();
-  const float loss = m.forward(tk::view_of(batch));
-  EXPECT_TRUE(
-      std::all_of(m.gradients().begin(), m.gradients().end(), [](float g) { return g == 0.0f; }));
-  // Cross-entropy recomputed from the exposed logits over the V real tokens only.
-  const auto logits = m.forward_logits(batch.inputs, 2, 8);
-  ASSERT_EQ(logits.size(), std::size_t(16) * cfg.padded_vocab_size);
-  double sum = 0;
-  for (int r = 0; r < 16; ++r) {
-    const float* row = logits.data() + std::size_t(r) * cfg.padded_vocab_size;
-    const double mx = *std::max_element(row, row + cfg.vocab_size);
-    double z = 0;
-    for (int v = 0; v < cfg.vocab_size; ++v) z += std::exp(row[v] - mx);
-    sum += std::log(z) - (row[batch.targets[r]] - mx);
-  }
-  EXPECT_NEAR(loss, sum / 16, 1e-4);
-  // Causality: changing the last input token leaves earlier positions' logits alone.
-  std::vector<float> before(logits.begin(), logits.end());
-  std::vector<std::int32_t> changed = batch.inputs;
-  changed[7] = (changed[7] + 1) % cfg.vocab_size;
-  const auto after = m.forward_logits(changed, 2, 8);
-  const std::size_t Vp = cfg.padded_vocab_size;
-  EXPECT_TRUE(std::equal(after.begin(), after.begin() + 7 * Vp, before.begin()));
-  EXPECT_FALSE(std::equal(after.begin() + 7 * Vp, after.begin() + 8 * Vp, before.begin() + 7 * Vp));
+  tk::test_model::check_logits_give_loss_and_are_causal(m, cfg.vocab_size, cfg.padded_vocab_size);
 }
 
 TEST(Gpt2Cpu, RejectsBadBatches) {
@@ -292,37 +222,16 @@ TEST(Gpt2Cpu, RejectsBadBatches) {
   tk::model::gpt2_cpu m(cfg, 1);
   tk::host_batch b = random_batch(1, 4, cfg.vocab_size, 1);
   b.targets[2] = cfg.vocab_size;  // one past the end
-  try {
-    m.forward_backward(tk::view_of(b), 1.0f);
-    FAIL() << "no exception";
-  } catch (const tk::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("37"), std::string::npos) << e.what();
-  }
+  tk::test_model::expect_config_error([&] { m.forward_backward(tk::view_of(b), 1.0f); }, "37");
   b.targets[2] = 0;
   b.inputs[1] = -1;
   EXPECT_THROW(m.forward(tk::view_of(b)), tk::config_error);
   const tk::host_batch long_batch = random_batch(1, cfg.max_seq_len + 1, cfg.vocab_size, 2);
-  try {
-    m.forward(tk::view_of(long_batch));
-    FAIL() << "no exception";
-  } catch (const tk::config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("T=9"), std::string::npos) << e.what();
-  }
+  tk::test_model::expect_config_error([&] { m.forward(tk::view_of(long_batch)); }, "T=9");
   EXPECT_THROW(tk::model::gpt2_cpu(gpt2_config{}, 1), tk::config_error);
 }
 
 TEST(Gpt2Cpu, StateCoversEveryParameterTensor) {
   tk::model::gpt2_cpu m(tiny_config(), 1);
-  const auto st = m.state();
-  const auto layout = m.parameter_layout();
-  ASSERT_EQ(st.size(), layout.size());
-  std::size_t bytes = 0;
-  for (std::size_t i = 0; i < st.size(); ++i) {
-    EXPECT_EQ(st[i].name, "model." + layout[i].name);
-    EXPECT_EQ(st[i].shape, layout[i].shape);
-    EXPECT_EQ(st[i].type, tk::dtype::f32);
-    EXPECT_EQ(reinterpret_cast<const float*>(st[i].data), m.parameters().data() + layout[i].offset);
-    bytes += st[i].bytes();
-  }
-  EXPECT_EQ(bytes, m.parameters().size_bytes());
+  tk::test_model::check_state_covers_layout(m);
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../io/python_support.hpp"
+#include "hf_checks.hpp"
 #include "trainkit/model/gpt2/hf.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
@@ -24,10 +24,7 @@ using trainkit::model::gpt2_cpu;
 using trainkit::model::gpt2_tensor;
 
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("trainkit_hf_gpt2_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return trainkit::test_hf::scratch("gpt2", name);
 }
 
 gpt2_config small_config() {
@@ -140,23 +137,11 @@ void check_logits_with(const std::string& mode) {
   const fs::path d = scratch("logits_" + mode);
   const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
   ASSERT_TRUE(vocab.has_value());
-  trainkit::model::save_hf_gpt2(d / "model", m, {trainkit::io::safetensors_dtype::f32, *vocab});
-  const int B = 2, T = 9;
-  std::vector<std::int32_t> tokens(std::size_t(B * T));
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 37 + 11) % 97);
-  const auto logits = m.forward_logits(tokens, B, T);
-  std::ofstream(d / "tokens.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
-  {  // only the V real columns: the padded ones are not tokens and HF has none
-    std::ofstream out(d / "logits.bin", std::ios::binary);
-    for (int r = 0; r < B * T; ++r)
-      out.write(
-          reinterpret_cast<const char*>(logits.data() + std::size_t(r) * cfg.padded_vocab_size),
-          std::streamsize(cfg.vocab_size * 4));
-  }
-  RUN_PYTHON_CHECK("model/hf_gpt2_check.py",
-                   mode + " '" + (d / "model").string() + "' '" + (d / "tokens.bin").string() +
-                       "' '" + (d / "logits.bin").string() + "' " + std::to_string(T));
+  trainkit::test_hf::check_exported_logits(
+      "model/hf_gpt2_check.py", mode, d, m, cfg.vocab_size, cfg.padded_vocab_size, 9,
+      [&](const fs::path& out) {
+        trainkit::model::save_hf_gpt2(out, m, {trainkit::io::safetensors_dtype::f32, *vocab});
+      });
 }
 
 TEST(HfGpt2, NumpyGpt2OverTheExportGivesTrainkitsLogits) {
@@ -174,28 +159,15 @@ TEST(HfGpt2, RefusesWhatTrainkitCannotCompute) {
   trainkit::model::save_hf_gpt2(d, random_model(cfg, 6));
   const nlohmann::json good =
       nlohmann::json::parse(trainkit::tokenizer::read_text_file(d / "config.json"));
-  auto expect_refused = [&](const nlohmann::json& j, const std::string& needle) {
-    write_json(d / "config.json", j);
-    try {
-      (void)trainkit::model::read_hf_gpt2_config(d);
-      ADD_FAILURE() << "accepted; expected '" << needle << "'";
-    } catch (const format_error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  auto with = [&](const char* k, nlohmann::json v) {
-    nlohmann::json j = good;
-    j[k] = v;
-    return j;
-  };
-  expect_refused(with("activation_function", "relu"), "activation_function");
-  expect_refused(with("layer_norm_epsilon", 1e-6), "layer_norm_epsilon");
-  expect_refused(with("n_inner", 64), "n_inner");
-  expect_refused(with("tie_word_embeddings", false), "tie_word_embeddings");
-  expect_refused(with("model_type", "llama"), "model_type");
-  nlohmann::json no_layers = good;
-  no_layers.erase("n_layer");
-  expect_refused(no_layers, "n_layer");
+  trainkit::test_hf::expect_edits_refused(
+      d, good,
+      {{"activation_function", "relu", "activation_function"},
+       {"layer_norm_epsilon", 1e-6, "layer_norm_epsilon"},
+       {"n_inner", 64, "n_inner"},
+       {"tie_word_embeddings", false, "tie_word_embeddings"},
+       {"model_type", "llama", "model_type"},
+       {"n_layer", trainkit::test_hf::erased, "n_layer"}},
+      [](const fs::path& dir) { (void)trainkit::model::read_hf_gpt2_config(dir); });
   // A number beyond double's range: nlohmann's out_of_range, reported as a format_error too.
   std::ofstream(d / "config.json", std::ios::trunc) << R"({"n_layer": 1E400})";
   try {

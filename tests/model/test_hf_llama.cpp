@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../io/python_support.hpp"
+#include "hf_checks.hpp"
 #include "trainkit/model/llama/hf.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 
@@ -26,10 +26,7 @@ using trainkit::model::llama_cpu;
 using trainkit::model::llama_tensor;
 
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("trainkit_hf_llama_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return trainkit::test_hf::scratch("llama", name);
 }
 
 llama_config small_config(bool tied = false) {
@@ -131,23 +128,11 @@ void check_logits_with(const std::string& mode, bool tied) {
   const fs::path d = scratch("logits_" + mode + (tied ? "_tied" : ""));
   const auto vocab = trainkit::tokenizer::bundled_vocab_dir();
   ASSERT_TRUE(vocab.has_value());
-  trainkit::model::save_hf_llama(d / "model", m, {trainkit::io::safetensors_dtype::f32, *vocab});
-  const int B = 2, T = 11;
-  std::vector<std::int32_t> tokens(std::size_t(B * T));
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::int32_t((i * 37 + 11) % 97);
-  const auto logits = m.forward_logits(tokens, B, T);
-  std::ofstream(d / "tokens.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
-  {
-    std::ofstream out(d / "logits.bin", std::ios::binary);
-    for (int r = 0; r < B * T; ++r)
-      out.write(
-          reinterpret_cast<const char*>(logits.data() + std::size_t(r) * cfg.padded_vocab_size),
-          std::streamsize(cfg.vocab_size * 4));
-  }
-  RUN_PYTHON_CHECK("model/hf_llama_check.py",
-                   mode + " '" + (d / "model").string() + "' '" + (d / "tokens.bin").string() +
-                       "' '" + (d / "logits.bin").string() + "' " + std::to_string(T));
+  trainkit::test_hf::check_exported_logits(
+      "model/hf_llama_check.py", mode, d, m, cfg.vocab_size, cfg.padded_vocab_size, 11,
+      [&](const fs::path& out) {
+        trainkit::model::save_hf_llama(out, m, {trainkit::io::safetensors_dtype::f32, *vocab});
+      });
 }
 
 TEST(HfLlama, NumpyLlamaOverTheExportGivesTrainkitsLogits) {
@@ -166,32 +151,19 @@ TEST(HfLlama, ImportRefusesWhatTrainkitCannotCompute) {
   trainkit::model::save_hf_llama(d, random_model(cfg, 6));
   const nlohmann::json good =
       nlohmann::json::parse(trainkit::tokenizer::read_text_file(d / "config.json"));
-  auto expect_refused = [&](const nlohmann::json& j, const std::string& needle) {
-    std::ofstream(d / "config.json", std::ios::trunc) << j.dump();
-    try {
-      (void)trainkit::model::load_hf_llama_cpu(d);
-      ADD_FAILURE() << "accepted; expected '" << needle << "'";
-    } catch (const format_error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  auto with = [&](const char* k, nlohmann::json v) {
-    nlohmann::json j = good;
-    j[k] = v;
-    return j;
-  };
-  expect_refused(with("hidden_act", "gelu"), "hidden_act");
-  expect_refused(with("attention_bias", true), "attention_bias");
-  expect_refused(with("mlp_bias", true), "mlp_bias");
-  expect_refused(with("rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}), "rope_scaling");
-  expect_refused(with("head_dim", 16), "head_dim");
-  expect_refused(with("model_type", "gpt2"), "model_type");
-  expect_refused(with("num_key_value_heads", 3), "num_kv_heads");
-  nlohmann::json no_layers = good;
-  no_layers.erase("num_hidden_layers");
-  expect_refused(no_layers, "num_hidden_layers");
-  // Tied in config.json, but the file's lm_head differs from the embedding.
-  expect_refused(with("tie_word_embeddings", true), "lm_head.weight differs from embed_tokens");
+  trainkit::test_hf::expect_edits_refused(
+      d, good,
+      {{"hidden_act", "gelu", "hidden_act"},
+       {"attention_bias", true, "attention_bias"},
+       {"mlp_bias", true, "mlp_bias"},
+       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}, "rope_scaling"},
+       {"head_dim", 16, "head_dim"},
+       {"model_type", "gpt2", "model_type"},
+       {"num_key_value_heads", 3, "num_kv_heads"},
+       {"num_hidden_layers", trainkit::test_hf::erased, "num_hidden_layers"},
+       // Tied in config.json, but the file's lm_head differs from the embedding.
+       {"tie_word_embeddings", true, "lm_head.weight differs from embed_tokens"}},
+      [](const fs::path& dir) { (void)trainkit::model::load_hf_llama_cpu(dir); });
   std::ofstream(d / "config.json", std::ios::trunc) << good.dump();
   EXPECT_NO_THROW((void)trainkit::model::load_hf_llama_cpu(d)) << "control: the good config loads";
 }

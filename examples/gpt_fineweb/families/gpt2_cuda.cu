@@ -1,7 +1,8 @@
-// families/gpt2_cuda.cu — the gpt2 family's CUDA training composition in one translation unit
-// (nvcc: train/cuda_entry.cuh), compiled apart from the other families and from main.cpp
-// (train/entry.hpp says why); docs/build_time.md has the figures.
-// Only this family's model halves are compiled here (families/family.hpp).
+// families/gpt2_cuda.cu — the gpt2 family's CUDA training composition (nvcc:
+// train/cuda_entry.cuh). The program's CMake compiles every family's CUDA composition as one
+// unit (a generated file including each families/<name>_cuda.cu: most of such a unit is shared,
+// docs/build_time.md has the figures); this file alone is the family's whole CUDA unit too.
+// Only this family's model halves are compiled by this file on its own (families/family.hpp).
 #define GPT_FINEWEB_FAMILY_UNIT 1
 #define GPT_FINEWEB_UNIT_gpt2 1
 

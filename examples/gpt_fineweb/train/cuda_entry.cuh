@@ -16,10 +16,10 @@
 // checkpoints with --ckpt-mode sync). The CPU twins of all this are in train/cpu.hpp. Compiled by
 // nvcc: nothing here may include Eigen (the families' host halves are compiled outside nvcc only).
 // Library errors propagate to the program's one error path (command.hpp): one line and exit code 2.
-// This header defines train/entry.hpp's train_on_cuda; each family's CUDA translation unit
-// (families/<name>_cuda.cu) includes it and expands GPT_FINEWEB_CUDA_COMPOSITION(Family) once, so
-// the CUDA compositions compile apart, in parallel, and an edit to one family's CUDA model
-// rebuilds that family's unit only.
+// This header defines train/entry.hpp's train_on_cuda; each family's CUDA file
+// (families/<name>_cuda.cu) includes it and expands GPT_FINEWEB_CUDA_COMPOSITION(Family) once.
+// The program builds all of them as one unit (examples/gpt_fineweb/CMakeLists.txt: what the
+// families share, most of the unit, is then compiled once).
 #pragma once
 #include <iostream>
 #include <optional>

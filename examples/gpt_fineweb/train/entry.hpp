@@ -1,15 +1,17 @@
 // train/entry.hpp — the per-family entry points of gpt_fineweb: declared here, defined once per
-// (family, device) composition in that composition's own translation unit.
+// (family, device) composition.
 //
 // Everything that instantiates a family's model (training, sampling, eval, the Hugging Face
 // conversions on the CPU; training on CUDA) goes through these templates, and each family's
-// translation units (families/<name>_cpu.cpp and families/<name>_cuda.cu, one line each:
+// files (families/<name>_cpu.cpp and families/<name>_cuda.cu, one line each:
 // GPT_FINEWEB_HOST_COMPOSITION / GPT_FINEWEB_CUDA_COMPOSITION) hold their only explicit
-// instantiations. So the compositions are built in parallel and independently: an edit to one
-// family's model rebuilds that family's units and the link, not the other families' nor main.cpp
-// (which defines GPT_FINEWEB_FRONT_END and sees the families' program-facing halves only: no
-// model, no Eigen, no trainer). Definitions: train/host_entry.hpp (g++), train/cuda_entry.cuh
-// (nvcc). docs/build_time.md has the figures.
+// instantiations. On the CPU each family's composition is its own translation unit (and its hot
+// code another one, families/<name>_cpu_model.cpp: train/host_hot_code.hpp), so an edit to one
+// family's CPU model rebuilds that family's units and the link, not the other families' nor
+// main.cpp (which defines GPT_FINEWEB_FRONT_END and sees the families' program-facing halves
+// only: no model, no Eigen, no trainer). The CUDA compositions are built as one unit (most of
+// each is shared; examples/gpt_fineweb/CMakeLists.txt). Definitions: train/host_entry.hpp
+// (g++), train/cuda_entry.cuh (nvcc). docs/build_time.md has the figures.
 #pragma once
 
 #include <ostream>

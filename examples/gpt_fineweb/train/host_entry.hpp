@@ -20,6 +20,7 @@
 #include "../hellaswag.hpp"
 #include "cpu.hpp"
 #include "entry.hpp"
+#include "host_hot_code.hpp"
 #include "options.hpp"
 
 namespace gpt_fineweb {
@@ -98,7 +99,11 @@ int import_hf_model(const hf_import_args& a, std::ostream& out) {
 
 /// Every CPU entry point of train/entry.hpp for `Family` (a model family registered in
 /// families/registry.hpp), instantiated here: one line in the family's CPU translation unit.
-#define GPT_FINEWEB_HOST_COMPOSITION(Family)                                                    \
+/// Model and Block name the family's CPU model template and block policy, whose hot code the
+/// family's model unit compiles (train/host_hot_code.hpp): declared extern here.
+#define GPT_FINEWEB_HOST_COMPOSITION(Family, Model, Block)                                      \
+  GPT_FINEWEB_HOST_HOT_CODE(extern, Model, Block)                                               \
+  GPT_FINEWEB_HOST_OPTIMIZERS(extern)                                                           \
   namespace gpt_fineweb {                                                                       \
   template int train_on_cpu<Family>(const train_options&, const Family::flags&,                 \
                                     const optimizer_family_flags&);                             \
