@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -200,6 +201,37 @@ TEST(GemmBf16, UnavailableSettingsAreRefusedAndLeaveTheCurrentOnes) {
     EXPECT_NE(why.find("bf16"), std::string::npos) << why;
   }
   EXPECT_EQ(k::current_gemm_settings(), before);
+}
+
+// The fp32 library by default: oneDNN where the build has it and the CPU has AVX2 (its kernels
+// ~2× Eigen's at x86-64-v3), else Eigen. (Skipped when TRAINKIT_CPU_GEMM chose for this process.)
+TEST(GemmSettings, Fp32GoesThroughOnednnWhereItIsPresent) {
+  if (std::getenv("TRAINKIT_CPU_GEMM") != nullptr) GTEST_SKIP() << "TRAINKIT_CPU_GEMM is set";
+  const bool onednn = k::detail::has_onednn && trainkit::this_cpu().avx2;
+  EXPECT_EQ(k::gemm_settings{}.library, onednn ? k::gemm_library::onednn : k::gemm_library::eigen);
+  EXPECT_EQ(k::current_gemm_settings().library, k::gemm_settings{}.library);
+}
+
+// A TRAINKIT_CPU_GEMM the build cannot honour is refused by set_gemm_settings, naming the
+// variable (gpt_fineweb then exits 2 with that line), and the settings stay.
+TEST(GemmSettings, ABadTrainkitCpuGemmIsRefused) {
+  const char* saved = std::getenv("TRAINKIT_CPU_GEMM");
+  const std::string saved_value = saved ? saved : "";
+  const k::gemm_settings before = k::current_gemm_settings();
+  setenv("TRAINKIT_CPU_GEMM", "mkl", 1);
+  std::string why = k::gemm_settings_problem(k::gemm_settings{});
+  EXPECT_NE(why.find("TRAINKIT_CPU_GEMM=mkl"), std::string::npos) << why;
+  EXPECT_THROW(k::set_gemm_settings(k::gemm_settings{}), trainkit::config_error);
+  EXPECT_EQ(k::current_gemm_settings(), before);
+  setenv("TRAINKIT_CPU_GEMM", "onednn", 1);
+  why = k::gemm_settings_problem(k::gemm_settings{});
+  EXPECT_EQ(why.empty(), k::detail::has_onednn) << why;
+  setenv("TRAINKIT_CPU_GEMM", "eigen", 1);
+  EXPECT_EQ(k::gemm_settings_problem(k::gemm_settings{}), "");
+  if (saved)
+    setenv("TRAINKIT_CPU_GEMM", saved_value.c_str(), 1);
+  else
+    unsetenv("TRAINKIT_CPU_GEMM");
 }
 
 }  // namespace

@@ -20,6 +20,15 @@ TEST(Calibrate, CpuSgemmMeasuresAPlausibleRate) {
   EXPECT_GT(c.tflops, 1e-5);
   EXPECT_LT(c.tflops, 100);
   EXPECT_THROW(tk::calibrate_cpu_sgemm(0, 1), tk::config_error);
+  // It times the library the models' products use (core/linalg/gemm_cpu.hpp's settings).
+  const bool onednn =
+      tk::linalg::current_gemm_settings().library == tk::linalg::gemm_library::onednn;
+  EXPECT_EQ(c.what.rfind(onednn ? "oneDNN sgemm 128^3 (f32" : "Eigen sgemm 128^3 (f32", 0), 0u)
+      << c.what;
+  {
+    const tk::linalg::scoped_gemm_settings eigen({.library = tk::linalg::gemm_library::eigen});
+    EXPECT_EQ(tk::calibrate_cpu_sgemm(64, 1).what.rfind("Eigen sgemm 64^3", 0), 0u);
+  }
 }
 
 namespace {
@@ -69,7 +78,12 @@ TEST(Calibrate, TrainerReportsMfuAgainstTheMeasuredRate) {
         tk::optim::adamw_config{}, tk::checkpoint::no_checkpoint{}, out);
   const auto r = t.run();
   ASSERT_GT(r.calibration.tflops, 0);
-  EXPECT_NE(out.str().find("calibrate: Eigen sgemm 1024^3"), std::string::npos) << out.str();
+  const bool onednn =
+      tk::linalg::current_gemm_settings().library == tk::linalg::gemm_library::onednn;
+  EXPECT_NE(
+      out.str().find(onednn ? "calibrate: oneDNN sgemm 1024^3" : "calibrate: Eigen sgemm 1024^3"),
+      std::string::npos)
+      << out.str();
   for (const auto& m : r.steps)
     EXPECT_NEAR(m.mfu_calibrated, m.tflops / r.calibration.tflops, 1e-12) << m.step;
   EXPECT_NEAR(r.summary.calibrated_tflops, r.calibration.tflops, 1e-9);

@@ -9,6 +9,7 @@
 // mpirun, mpi_allreduce (or mpi_zero1 with the family's sharded optimizer).
 #pragma once
 
+#include <cstdio>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include <trainkit/checkpoint/asio_checkpointer.hpp>
 #include <trainkit/checkpoint/sync_checkpointer.hpp>
 #include <trainkit/core/cpu_features.hpp>
+#include <trainkit/core/device_info.hpp>
 #include <trainkit/core/linalg/gemm_cpu.hpp>
 #include <trainkit/prefetch/threaded_prefetcher.hpp>
 #include <trainkit/trainer/trainer.hpp>
@@ -67,12 +69,22 @@ struct cpu_device {
   model_type make_model(const train_options& o, const config_type& cfg) {
     return family.make_model(o, cfg);
   }
-  void configure(trainkit::mfu_settings& mfu, const model_type&) const { mfu.device_name = "cpu"; }
+  /// MFU against this CPU's peak (core/device_info.hpp's cpu_peak) for the GEMMs' precision.
+  void configure(trainkit::mfu_settings& mfu, const model_type&) const {
+    mfu.device_name = "cpu";
+    if (trainkit::linalg::current_gemm_settings().precision ==
+        trainkit::linalg::gemm_precision::bf16)
+      mfu.dtype = trainkit::compute_dtype::bf16;
+  }
   std::string describe(const model_type&) const {
-    return trainkit::linalg::current_gemm_settings().precision ==
-                   trainkit::linalg::gemm_precision::bf16
-               ? ", bf16 GEMMs (oneDNN) on " + trainkit::this_cpu().model
-               : std::string();
+    const bool bf16 = trainkit::linalg::current_gemm_settings().precision ==
+                      trainkit::linalg::gemm_precision::bf16;
+    const trainkit::cpu_peak peak = trainkit::this_cpu_peak();  // what MFU divides by
+    char text[64];
+    std::snprintf(text, sizeof text, "; peak %.3g TFLOP/s ",
+                  peak.tflops(bf16 ? trainkit::compute_dtype::bf16 : trainkit::compute_dtype::f32));
+    return (bf16 ? ", bf16 GEMMs (oneDNN) on " + trainkit::this_cpu().model : std::string()) +
+           text + "(" + peak.basis + ")";
   }
   std::string attention() const { return "cpu"; }  // the models' own attention, on the host
   trainkit::checkpoint::sync_checkpointer sync_checkpointer(const train_options& o) const {

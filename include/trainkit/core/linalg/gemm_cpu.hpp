@@ -27,9 +27,11 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -70,18 +72,47 @@ enum class gemm_precision : std::uint8_t { fp32, bf16 };
 /// The library that multiplies float matrices (double ones: always Eigen).
 enum class gemm_library : std::uint8_t { eigen, onednn };
 
+namespace detail {
+/// What TRAINKIT_CPU_GEMM says: "eigen" or "onednn"; empty when it is unset or empty.
+inline std::string_view library_in_environment() noexcept {
+  const char* v = std::getenv("TRAINKIT_CPU_GEMM");
+  return v == nullptr ? std::string_view() : std::string_view(v);
+}
+
+/// The library float products use unless told otherwise: TRAINKIT_CPU_GEMM when it names one
+/// this build has, else oneDNN where trainkit was built with it and the CPU has AVX2 (its fp32
+/// kernels run from AVX2 up, ~2× Eigen's at x86-64-v3 on AVX-512 CPUs), else Eigen. Never throws
+/// (it initialises the process-wide settings); set_gemm_settings() refuses a TRAINKIT_CPU_GEMM it
+/// cannot honour (gemm_settings_problem).
+inline gemm_library default_library() noexcept {
+  static const gemm_library chosen = [] {
+    const std::string_view v = library_in_environment();
+    if (v == "eigen") return gemm_library::eigen;
+    if (v == "onednn" && has_onednn) return gemm_library::onednn;  // refused without AVX2
+    return has_onednn && this_cpu().avx2 ? gemm_library::onednn : gemm_library::eigen;
+  }();
+  return chosen;
+}
+}  // namespace detail
+
 struct gemm_settings {
   gemm_precision precision = gemm_precision::fp32;
-  // Eigen by default, oneDNN fp32 only when asked: with oneDNN's fp32 sgemm as the default, the
-  // 2-rank SIGTERM/SIGUSR1 stop test (gpt_fineweb.mpi_sigterm) aborted inside dnnl_sgemm with a
-  // corrupted heap ("corrupted size vs. prev_size"), every run; not yet understood. bf16 always
-  // multiplies through oneDNN.
-  gemm_library library = gemm_library::eigen;
+  // oneDNN where the build has it and the CPU has AVX2, else Eigen; TRAINKIT_CPU_GEMM=eigen|onednn
+  // overrides (detail::default_library). bf16 always multiplies through oneDNN. (oneDNN fp32 was
+  // briefly not the default: signals handled during its pre-3.11.2 kernels corrupted the heap;
+  // detail/onednn_gemm.hpp now blocks them for each product.)
+  gemm_library library = detail::default_library();
   friend bool operator==(const gemm_settings&, const gemm_settings&) = default;
 };
 
 /// Why `s` cannot run in this build on this CPU; empty when it can.
 inline std::string gemm_settings_problem(const gemm_settings& s) {
+  if (const std::string_view env = detail::library_in_environment();
+      !env.empty() && env != "eigen" && env != "onednn")
+    return "TRAINKIT_CPU_GEMM=" + std::string(env) + ": expected eigen or onednn";
+  else if (env == "onednn" && !detail::has_onednn)
+    return "TRAINKIT_CPU_GEMM=onednn: this build has no oneDNN (Debian: libdnnl-dev; CMake option "
+           "TRAINKIT_ONEDNN)";
   const bool wants_onednn =
       s.library == gemm_library::onednn || s.precision == gemm_precision::bf16;
   if (wants_onednn && !detail::has_onednn)

@@ -11,6 +11,19 @@
 // that the library links it before defining TRAINKIT_HAS_ONEDNN). Called inside an OpenMP
 // parallel region they run on the calling thread only, which is how the funnel uses them: one slab
 // of C per thread, fixed by the shapes, so results do not depend on scheduling.
+//
+// Signals. oneDNN's JIT fp32 GEMM kernels before 3.11.2 (jit_avx512_common_gemm_f32,
+// jit_avx_gemm_f32; uxlfoundation/oneDNN issue 4845, fixed by PR 4855) point the stack pointer
+// into a heap workspace while they run (on AVX-512 CPUs whenever K > 84: every product of a
+// model). A signal handled on that thread meanwhile has its frame (~3 KB with AVX-512 state)
+// pushed below the workspace, over the heap's chunk headers; the process later aborts in free()
+// ("corrupted size vs. prev_size while consolidating"). That was the abort of
+// gpt_fineweb.mpi_sigterm with oneDNN fp32 (SIGTERM/SIGUSR1 stop a rank mid-step). So
+// onednn_sgemm blocks the asynchronous signals on the calling thread for the call (one
+// pthread_sigmask pair, ~0.7 µs) with such a oneDNN: a signal waits until the product is done and
+// is then handled on the real stack, where the trainer's handler sets its stop flag as before.
+// Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay unblocked. The bf16 kernels never move
+// the stack pointer (checked in oneDNN's sources) and run unguarded.
 // Not for users: gemm_cpu.hpp is the interface.
 #pragma once
 
@@ -20,6 +33,11 @@
 #include <string>
 
 #include "trainkit/core/error.hpp"
+
+#if defined(__unix__)
+#include <pthread.h>
+#include <signal.h>
+#endif
 
 #if defined(TRAINKIT_HAS_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -71,12 +89,60 @@ inline void check_onednn(int status, const char* what, std::ptrdiff_t M, std::pt
                        " N=" + std::to_string(N) + " K=" + std::to_string(K));
 }
 
+/// Whether oneDNN `major.minor.patch`'s JIT fp32 GEMM kernels run with the stack pointer in a heap
+/// workspace, so that a signal handled during one corrupts the heap (fixed in 3.11.2 and 3.12).
+constexpr bool sgemm_moves_stack_into_heap(int major, int minor, int patch) noexcept {
+  if (major != 3) return major < 3;
+  return minor < 11 || (minor == 11 && patch < 2);
+}
+
+/// Blocks the asynchronous signals on the calling thread while it lives, when `active`; restores
+/// the thread's mask after. Faults stay deliverable: blocking them would not defer them but kill
+/// the process.
+class async_signals_blocked {
+ public:
+  explicit async_signals_blocked(bool active) noexcept {
+#if defined(__unix__)
+    if (!active) return;
+    sigset_t all;
+    sigfillset(&all);
+    for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, s);
+    active_ = pthread_sigmask(SIG_BLOCK, &all, &saved_) == 0;
+#else
+    (void)active;
+#endif
+  }
+  ~async_signals_blocked() {
+#if defined(__unix__)
+    if (active_) pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+#endif
+  }
+  async_signals_blocked(const async_signals_blocked&) = delete;
+  async_signals_blocked& operator=(const async_signals_blocked&) = delete;
+
+ private:
+#if defined(__unix__)
+  sigset_t saved_{};
+#endif
+  bool active_ = false;
+};
+
 #if defined(TRAINKIT_HAS_ONEDNN)
+/// Whether the oneDNN this process loaded has the signal-unsafe fp32 kernels (asked once).
+inline bool onednn_sgemm_needs_signal_block() noexcept {
+  static const bool needs = [] {
+    const dnnl_version_t* v = dnnl_version();
+    return v == nullptr || sgemm_moves_stack_into_heap(v->major, v->minor, v->patch);
+  }();
+  return needs;
+}
+
 /// C (M, N), rows ldc apart, = (or += when add) op(A)·op(B), fp32, on the calling thread when
-/// called inside a parallel region.
+/// called inside a parallel region; asynchronous signals wait for the product (see the top).
 inline void onednn_sgemm(float* c, std::ptrdiff_t ldc, const float* a, std::ptrdiff_t lda, bool ta,
                          const float* b, std::ptrdiff_t ldb, bool tb, std::ptrdiff_t M,
                          std::ptrdiff_t N, std::ptrdiff_t K, bool add) {
+  const async_signals_blocked guard(onednn_sgemm_needs_signal_block());
   check_onednn(dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, a, lda, b, ldb,
                           add ? 1.0f : 0.0f, c, ldc),
                "sgemm", M, N, K);
