@@ -6,7 +6,8 @@
 // shortfall is the device and how much is the training step. A model opts in with either
 //   gemm_calibration calibrate_gemm();   // full record (what was timed, size, best time)
 //   double calibrate_tflops();           // just the rate
-// gpt2_cpu times an Eigen sgemm (core/calibrate_cpu.hpp); a CUDA model would time a bf16
+// the CPU models time the GEMM funnel with the run's library and precision (core/calibrate_cpu.hpp:
+// oneDNN or Eigen, fp32 or bf16); a CUDA model would time a bf16
 // cuBLASLt GEMM on its stream. This header stays free of Eigen and CUDA so nvcc TUs include it.
 #pragma once
 
