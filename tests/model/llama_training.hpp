@@ -52,6 +52,22 @@ struct run_record {
   tk::run_result result;
 };
 
+/// Runs `t` to its end, or stops it after `stop_after` (> 0) steps as a signal does, recording
+/// every step's loss and gradient norm and the parameters it ends with.
+template <class Trainer>
+run_record record_run(Trainer& t, int stop_after) {
+  run_record r;
+  t.on_step([&](const tk::step_metrics& m) {
+    r.loss.push_back(m.loss);
+    r.grad_norm.push_back(m.grad_norm);
+    return stop_after <= 0 || m.step < std::uint64_t(stop_after);
+  });
+  r.result = t.run();
+  const auto p = t.model().parameters();
+  r.parameters.assign(p.begin(), p.end());
+  return r;
+}
+
 constexpr int batch = 2, seq = 8;
 
 /// `steps` optimizer steps of `micro_batches` micro-batches per rank; `stop_after` > 0 stops there
@@ -76,16 +92,7 @@ run_record train(int rank, int ranks, int micro_batches, int steps, Checkpointer
       t(cfg, synthetic(batch, seq, rank, ranks), std::nullopt,
         tk::model::llama_cpu(small_llama(), 11), ac, std::move(checkpointer), std::move(reducer),
         quiet);
-  run_record r;
-  t.on_step([&](const tk::step_metrics& m) {
-    r.loss.push_back(m.loss);
-    r.grad_norm.push_back(m.grad_norm);
-    return stop_after <= 0 || m.step < std::uint64_t(stop_after);
-  });
-  r.result = t.run();
-  const auto p = t.model().parameters();
-  r.parameters.assign(p.begin(), p.end());
-  return r;
+  return record_run(t, stop_after);
 }
 
 inline bool same_bits(double a, double b) {

@@ -37,6 +37,7 @@
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/trainer.hpp"
+#include "llama_training.hpp"  // run_record, record_run, same_bits
 
 namespace {
 
@@ -498,11 +499,9 @@ tk::data::synthetic_source synthetic() {
                                      .seed = 5});
 }
 
-struct run_record {
-  std::vector<double> loss, grad_norm;
-  std::vector<float> parameters;
-  tk::run_result result;
-};
+using llama_test::record_run;
+using llama_test::run_record;
+using llama_test::same_bits;
 
 // The speedrun recipe's optimizer half: Muon with Polar Express, NorMuon, cautious weight decay
 // and its momentum warm-up; AdamW rates per role.
@@ -537,20 +536,7 @@ run_record train(int steps, Checkpointer checkpointer, int micro_max, bool ramp,
               tk::optim::muon_cpu, Checkpointer, tk::reduce::single>
       t(cfg, synthetic(), std::nullopt, tmod::llama_cpu(recipe_config(), 11), recipe_muon(),
         std::move(checkpointer), tk::reduce::single{}, quiet);
-  run_record r;
-  t.on_step([&](const tk::step_metrics& m) {
-    r.loss.push_back(m.loss);
-    r.grad_norm.push_back(m.grad_norm);
-    return stop_after <= 0 || m.step < std::uint64_t(stop_after);
-  });
-  r.result = t.run();
-  const auto p = t.model().parameters();
-  r.parameters.assign(p.begin(), p.end());
-  return r;
-}
-
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
+  return record_run(t, stop_after);
 }
 
 // The loss the trainer logs for step k + 1 is the model at the weights after k steps, with the
