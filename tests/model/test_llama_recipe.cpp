@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "llama_training.hpp"  // run_record, record_run, same_bits
 #include "trainkit/checkpoint/no_checkpoint.hpp"
 #include "trainkit/checkpoint/sync_checkpointer.hpp"
 #include "trainkit/data/synthetic_source.hpp"
@@ -37,7 +38,6 @@
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/reduce/single.hpp"
 #include "trainkit/trainer/trainer.hpp"
-#include "llama_training.hpp"  // run_record, record_run, same_bits
 
 namespace {
 
