@@ -219,7 +219,8 @@ class Runner:
         # --arch llama has a CUDA model: without a GPU the run ends at the device check, after
         # its flags were checked (a build without nvcc refuses --device cuda itself). What
         # llama_cuda lacks is refused naming the flag, before the device is looked for.
-        no_cuda = r"--device cuda: this build has no CUDA support"
+        no_cuda = (r"--device cuda: this build has no CUDA support \(nvcc was not found when it "
+                   r"was configured\)")
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama"], 2,
                  r"^gpt_fineweb: error: (--device cuda: no CUDA device found|%s)$" % no_cuda)
         self.run(SMALL + ["--steps", "1", "--device", "cuda", "--arch", "llama", "--attention",
