@@ -339,7 +339,8 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
   auto x = [&](double s) { return L + (W - L - R) * s / last; };
   auto y = [&](double v) { return T + (H - T - B) * (hi - v) / std::max(hi - lo, 1e-9); };
   const char* colors[] = {"#9ecae1", "#4292c6", "#08519c", "#d62728", "#2ca02c",
-                          "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+                          "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                          "#bcbd22", "#17becf", "#000000", "#fdae6b"};  // the recipe suite's 13
   std::ofstream f(path);
   f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
     << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
@@ -354,10 +355,10 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
   }
   f << "<text x='" << (W - R) / 2 << "' y='" << H - 8 << "'>step (0 to " << last << ")</text>\n";
   for (std::size_t i = 0; i < curves.size(); ++i) {
-    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 10] << "' points='";
+    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 14] << "' points='";
     for (const auto& [s, v] : curves[i].val) f << x(double(s)) << "," << y(v) << " ";
     f << "'/>\n<text x='" << W - R + 10 << "' y='" << T + 16 * (i + 1) << "' fill='"
-      << colors[i % 10] << "'>" << curves[i].name << "</text>\n";
+      << colors[i % 14] << "'>" << curves[i].name << "</text>\n";
   }
   f << "</svg>\n";
 }
