@@ -22,6 +22,9 @@ Small CPU runs (d2, B=2, T=32, one thread per rank, the embedded corpus) in thre
            and all-gather them): as equal, for GPT-2 (metrics and exported llm.c file) and for
            Llama (metrics and --export-hf's model.safetensors); then its sharded checkpoints as
            zero1's (2 ranks resume bit for bit, one process with muon_cpu resumes them).
+  normuon  --optimizer muon --muon-normuon (NorMuon's second moment sharded with the momentum):
+           as muon for GPT-2, its sharded checkpoints resumed bit for bit on 2 ranks; one process
+           (muon_cpu) and 2 ranks without --muon-normuon refuse them (exit 2, naming what misses).
   sigkill  SIGKILL to rank 1 mid-run: mpiexec ends the job within seconds with a non-zero code; a
            2-rank --resume continues from the newest complete checkpoint and its metrics lines
            and exported model equal an uninterrupted 2-rank run's.
@@ -192,7 +195,7 @@ class Runner:
                       % (per_rank, one_process))
         self.zero1_checkpoints()
 
-    def zero1_checkpoints(self):
+    def zero1_checkpoints(self, one_process=True):
         """Sharded checkpoints: 2 ranks of a sharded optimizer (ZeRO-1's, or Muon's) save every 4
         steps (each rank its shard); the step 8 checkpoint is removed and 2 ranks resume from step
         4: the same metrics and model bit for bit as the uninterrupted run (two's); one process
@@ -226,6 +229,8 @@ class Runner:
         if not self.same_model("two", "zresume"):
             self.fail("the resumed %s model differs from the uninterrupted run's" % label)
         shutil.rmtree(os.path.join(ckpt, "step_00000008"), ignore_errors=True)
+        if not one_process:
+            return
         self.run(0, "zone", self.flags("zone", steps, resume))
         one = read_metrics(os.path.join(self.args.work, "zone.jsonl"))
         if [int(r["step"]) for r in one] != list(range(5, steps + 1)):
@@ -245,6 +250,26 @@ class Runner:
             if "optimizer state" not in self.text("two", "out"):
                 self.fail("%s: the 2-rank Muon run does not report its sharded state" % arch)
         self.zero1_checkpoints()
+
+    def normuon(self):
+        self.label = "sharded NorMuon"
+        self.extra = ["--optimizer", "muon", "--arch", "gpt2", "--muon-normuon"]
+        self.equal()
+        self.zero1_checkpoints(one_process=False)
+        ckpt = os.path.join(self.args.work, "zckpt")
+        resume = ["--ckpt-mode", "sync", "--ckpt-dir", ckpt, "--ckpt-every", "4", "--resume"]
+        # muon_cpu keeps its second moment as one tensor of lines, which the sharded checkpoint
+        # does not hold: one process refuses it rather than resuming with a zero second moment.
+        self.run(0, "none", self.flags("none", 8, resume), expect_rc=2)
+        if "optim.muon.second_moment" not in self.text("none", "err"):
+            self.fail("one process resuming a sharded NorMuon checkpoint: %s"
+                      % self.text("none", "err"))
+        # Without --muon-normuon the checkpoint's second moment would be dropped: refused.
+        self.extra = ["--optimizer", "muon", "--arch", "gpt2"]
+        self.run(2, "nplain", self.flags("nplain", 8, resume), expect_rc=2)
+        if "normuon" not in self.text("nplain", "err").lower():
+            self.fail("2 ranks without --muon-normuon resuming a NorMuon checkpoint: %s"
+                      % self.text("nplain", "err"))
 
     def sigterm(self):
         self.stop_by("term", lambda proc: os.kill(self.rank_pid(1), signal.SIGTERM))
@@ -345,7 +370,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exe", required=True)
     ap.add_argument("--mpiexec", required=True)
-    ap.add_argument("--mode", choices=("equal", "zero1", "sigterm", "sigkill", "errors", "muon"),
+    ap.add_argument("--mode", choices=("equal", "zero1", "sigterm", "sigkill", "errors", "muon",
+                                       "normuon"),
                     required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()

@@ -221,8 +221,12 @@ TEST(FamilyRegistry, EveryMuonFlagReachesItsFieldOnly) {
   w.momentum_warmup_steps = 300;
   w.momentum_warmup_start = 0.8f;
   EXPECT_EQ(config_of({"--muon-momentum-warmup", "300", "--muon-momentum-start", "0.8"}), w);
-  o.reducer = "mpi";  // sharded Muon keeps no second moment yet
-  EXPECT_THROW(config_of({"--muon-normuon"}), trainkit::config_error);
+  for (const char* reducer : {"mpi", "nccl"}) {  // sharded Muon shards NorMuon's second moment
+    o.reducer = reducer;
+    w = want;
+    w.normuon = true;
+    EXPECT_EQ(config_of({"--muon-normuon"}), w) << reducer;
+  }
 }
 
 TEST(FamilyRegistry, MuonsAdamwHalfIsTheAdamwFamilysConfig) {

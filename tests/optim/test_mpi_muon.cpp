@@ -1,7 +1,9 @@
 // Tests for trainkit/optim/sharded_muon_cpu.hpp under mpiexec (2 ranks): each rank keeps only its
 // share of Muon's momentum, a training run of 2 ranks × 1 micro-batch (mpi_allreduce) equals one
 // process accumulating 2 micro-batches with muon_cpu bit for bit, and the sharded state saves
-// through the sharded-checkpoint path and resumes bit for bit on 2 ranks and in one process.
+// through the sharded-checkpoint path and resumes bit for bit on 2 ranks and in one process; the
+// same with NorMuon (its second moment sharded with the momentum), and a checkpoint of the other
+// NorMuon setting is refused naming it.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -51,7 +53,8 @@ struct run_record {
 // built from a muon_config; with rank 0 of 1 it is the one-process reference.
 template <class Optimizer, class Reducer, class Checkpointer = tk::checkpoint::no_checkpoint>
 run_record train(int rank, int ranks, int micro, Reducer reducer, int steps,
-                 Checkpointer checkpointer = {}, bool resume = false, int ckpt_every = 0) {
+                 Checkpointer checkpointer = {}, bool resume = false, int ckpt_every = 0,
+                 bool normuon = false) {
   constexpr int B = 2, T = 8;
   tk::trainer_config cfg;
   cfg.steps = steps;
@@ -66,6 +69,7 @@ run_record train(int rank, int ranks, int micro, Reducer reducer, int steps,
   tk::optim::muon_config m;
   m.lr_ratio = double(0.02f) / double(cfg.schedule.max_lr);  // Muon's 0.02 at the peak
   m.weight_decay = 0.01f;
+  m.normuon = normuon;
   tk::trainer<tk::data::synthetic_source, tk::prefetch::threaded<2>, tk::model::gpt2_cpu, Optimizer,
               Checkpointer, Reducer>
       t(cfg,
@@ -210,6 +214,68 @@ TEST(ShardedMuon, ShardedCheckpointResumesBitForBitOnTwoRanksAndInOneProcess) {
     fs::remove_all(dir);
   }
   ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+}
+
+TEST(ShardedMuon, NorMuonTwoRanksEqualOneProcessBitForBit) {
+  tk::reduce::mpi_allreduce reducer;
+  const int rank = reducer.rank(), n = reducer.world_size();
+  const run_record one = train<muon_cpu>(0, 1, n, tk::reduce::single{}, 8, {}, false, 0, true);
+  const run_record dp =
+      train<sharded_muon_cpu>(rank, n, 1, std::move(reducer), 8, {}, false, 0, true);
+  expect_same_run(dp, one, 0, "NorMuon, 2 ranks vs 1 process");
+  const run_record plain = train<muon_cpu>(0, 1, n, tk::reduce::single{}, 8);
+  EXPECT_NE(plain.parameters, one.parameters) << "NorMuon changes the run";
+}
+
+TEST(ShardedMuon, NorMuonShardedCheckpointResumesBitForBit) {
+  const int n = world_size();
+  const fs::path dir = shared_dir("normuon");
+  const run_record whole = train<sharded_muon_cpu>(world_rank(), n, 1, tk::reduce::mpi_allreduce{},
+                                                   6, {}, false, 0, true);
+  const run_record first = train<sharded_muon_cpu>(world_rank(), n, 1, tk::reduce::mpi_allreduce{},
+                                                   3, checkpointer_at(dir), false, 3, true);
+  ASSERT_EQ(first.loss.size(), 3u);
+  if (world_rank() == 0) {
+    const auto m = tk::checkpoint::read_manifest(dir / "step_00000003" / "manifest.json");
+    ASSERT_EQ(m.shards.size(), std::size_t(n));
+    EXPECT_NE(m.shards[0].find("optim.muon.normuon.second_moment"), nullptr);
+  }
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  tk::checkpoint::sync_checkpointer again({dir, 0});
+  const run_record resumed = train<sharded_muon_cpu>(
+      world_rank(), n, 1, tk::reduce::mpi_allreduce{}, 6, std::move(again), true, 3, true);
+  ASSERT_TRUE(resumed.result.resumed);
+  expect_same_run(resumed, whole, 3, "NorMuon resumed on 2 ranks");
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  if (world_rank() == 0) fs::remove_all(dir);
+  ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+}
+
+// Resumes `dir`'s step 3 with NorMuon `on` and returns the error's text ("" when none).
+std::string resume_error(const fs::path& dir, bool on) {
+  EXPECT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  try {
+    train<sharded_muon_cpu>(world_rank(), world_size(), 1, tk::reduce::mpi_allreduce{}, 6,
+                            tk::checkpoint::sync_checkpointer({dir, 0}), true, 3, on);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShardedMuon, ACheckpointOfTheOtherNorMuonSettingIsRefused) {
+  for (const bool written_with : {false, true}) {
+    const fs::path dir = shared_dir(written_with ? "with_normuon" : "without_normuon");
+    train<sharded_muon_cpu>(world_rank(), world_size(), 1, tk::reduce::mpi_allreduce{}, 3,
+                            checkpointer_at(dir), false, 3, written_with);
+    const std::string error = resume_error(dir, !written_with);
+    EXPECT_NE(error.find("normuon"), std::string::npos)
+        << "written " << (written_with ? "with" : "without") << " NorMuon: '" << error << "'";
+    EXPECT_EQ(resume_error(dir, written_with), "") << "the same setting resumes";
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+    if (world_rank() == 0) fs::remove_all(dir);
+    ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+  }
 }
 
 int main(int argc, char** argv) {

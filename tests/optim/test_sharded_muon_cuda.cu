@@ -13,7 +13,10 @@
 //    AdamW's half and the step common);
 //  - checkpoints inside the trainer: muon_cuda's state through a host-staged sync checkpoint, and
 //    sharded_muon_cuda's sharded checkpoint (world of one, nccl_allreduce) resumed by itself and
-//    by muon_cuda, each within 1e-4 of the straight run's losses.
+//    by muon_cuda, each within 1e-4 of the straight run's losses;
+//  - NorMuon (issue 38): over a world of one and 2 ranks as above, its second moment through the
+//    sharded state (each owned matrix's lines at its momentum offset) into a fresh optimizer,
+//    a sharded NorMuon checkpoint resumed inside the trainer, and the other setting refused.
 // The host arithmetic of the shares and the gather is tested without a device by
 // test_muon_shares.cpp, and the pack/unpack kernels' indexing walked on the host here (the one
 // case that runs without a device). Never run on a GPU yet.
@@ -97,8 +100,9 @@ std::vector<float> download(const tk::model::gpt2_cuda& model) {
   return out;
 }
 
-to::muon_config test_config() {
+to::muon_config test_config(bool normuon = false) {
   to::muon_config c;
+  c.normuon = normuon;
   c.weight_decay = 0.1f;
   c.adamw.weight_decay = 0.1f;
   c.lr_ratio = double(0.02f) / double(1e-3f);  // Muon's 0.02 at a 1e-3 schedule peak
@@ -174,49 +178,161 @@ TEST(ShardedMuonCuda, WorldOfOneTracksMuonCuda) {
   EXPECT_EQ(sharded.steps_taken(), 3u);
 }
 
+TEST(ShardedMuonCuda, WorldOfOneNorMuonTracksMuonCuda) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
+  const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
+  tk::model::gpt2_cuda a(cfg, /*seed=*/11), b(cfg, /*seed=*/11);
+  tk::comm::nccl_communicator one = tk::comm::nccl_communicator::single();
+  to::muon_cuda plain(a, test_config(true));
+  to::sharded_muon_cuda sharded(b, {test_config(true), one});
+  const std::vector<float> start = download(a);
+  three_updates(a, plain);
+  three_updates(b, sharded);
+  expect_muon_close(download(b), download(a), start, sharded.matrices(), "NorMuon, world of one");
+}
+
+/// A device tensor's fp32 elements on the host.
+std::vector<float> tensor_to_host(const tk::state_tensor& t) {
+  std::vector<float> out(t.numel());
+  TRAINKIT_CUDA_CHECK(cudaMemcpy(out.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+/// `from`'s sharded state written into `to`'s (what a resume does): device tensors copied on the
+/// device, host tensors on the host, matched by name.
+void restore(tk::checkpoint::optimizer_shard from, tk::checkpoint::optimizer_shard to) {
+  for (auto* part : {&to.common, &to.shard})
+    for (tk::state_tensor& t : *part) {
+      const tk::state_tensor* src = nullptr;
+      for (auto* other : {&from.common, &from.shard})
+        for (const tk::state_tensor& f : *other)
+          if (f.name == t.name) src = &f;
+      ASSERT_NE(src, nullptr) << t.name;
+      ASSERT_EQ(src->bytes(), t.bytes()) << t.name;
+      TRAINKIT_CUDA_CHECK(
+          cudaMemcpy(t.data, src->data, t.bytes(),
+                     t.on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToHost));
+    }
+}
+
+/// NorMuon's second moment as the sharded checkpoint carries it: each owned matrix's lines at
+/// its momentum offset, zeros after; restored into a fresh optimizer, whose next update then
+/// starts from it (its second moment tracks the original's, not a fresh one's); a restore of the
+/// other NorMuon setting is refused at that update naming muon_config.normuon.
+TEST(ShardedMuonCuda, NorMuonSecondMomentTravelsInTheShardedState) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
+  const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
+  tk::comm::nccl_communicator one = tk::comm::nccl_communicator::single();
+  tk::model::gpt2_cuda a(cfg, 11), b(cfg, 11), c(cfg, 11);
+  to::sharded_muon_cuda first(a, {test_config(true), one});
+  three_updates(a, first);
+  const tk::checkpoint::optimizer_shard saved = first.sharded_state();
+  const tk::state_tensor* by_matrix = nullptr;
+  for (const tk::state_tensor& t : saved.shard)
+    if (t.name == "optim.muon.normuon.second_moment") by_matrix = &t;
+  ASSERT_NE(by_matrix, nullptr);
+  const std::vector<float> padded = tensor_to_host(*by_matrix);
+  const tk::state_tensor* inner = nullptr;
+  const std::vector<tk::state_tensor> whole = first.state();
+  for (const tk::state_tensor& t : whole)
+    if (t.name == "optim.muon.second_moment") inner = &t;
+  ASSERT_NE(inner, nullptr);
+  const std::vector<float> lines = tensor_to_host(*inner);
+  std::size_t line = 0, nonzero = 0;
+  for (const to::muon_matrix& m : first.matrices()) {
+    const std::size_t n = std::size_t(std::max(m.rows, m.cols));
+    for (std::size_t k = 0; k < m.numel(); ++k) {
+      const float want = k < n ? lines[line + k] : 0.0f;
+      EXPECT_EQ(padded[m.state_offset + k], want) << "matrix at " << m.offset << ", " << k;
+      nonzero += k < n && want != 0.0f;
+    }
+    line += n;
+  }
+  EXPECT_GT(nonzero, 0u) << "three updates leave a second moment";
+
+  // Restored into a fresh optimizer (parameters copied, fp32 masters restored), the next update's
+  // second moment follows the original's; a fresh one's would be (1 - beta2) of it.
+  std::vector<float> params = download(a);
+  b.copy_parameters_from_host(params);
+  to::sharded_muon_cuda second(b, {test_config(true), one});
+  restore(first.sharded_state(), second.sharded_state());
+  three_updates(a, first);
+  three_updates(b, second);
+  std::vector<float> want, got;
+  for (const tk::state_tensor& t : first.state())
+    if (t.name == "optim.muon.second_moment") want = tensor_to_host(t);
+  for (const tk::state_tensor& t : second.state())
+    if (t.name == "optim.muon.second_moment") got = tensor_to_host(t);
+  ASSERT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-2) << "the restored second moment carried on";
+
+  // Without NorMuon, a NorMuon state is refused at the first update.
+  to::sharded_muon_cuda plain(c, {test_config(false), one});
+  tk::checkpoint::optimizer_shard target = plain.sharded_state();
+  for (tk::state_tensor& t : target.common)
+    if (t.name == "optim.muon.normuon") *reinterpret_cast<std::uint64_t*>(t.data) = 1;
+  try {
+    three_updates(c, plain);
+    ADD_FAILURE() << "a NorMuon state resumed without NorMuon";
+  } catch (const tk::config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("muon_config.normuon"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShardedMuonCuda, RanksGatherEveryMatrixAndKeepTheirShareOnly) {
   TRAINKIT_SKIP_WITHOUT_DEVICE();
   if (world_size() < 2)
     GTEST_SKIP() << "run under mpiexec -n 2 (ctest: optim.sharded_muon_cuda.2_ranks)";
   if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
   const int rank = world_rank(), ranks = world_size();
-  const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
-  tk::model::gpt2_cuda shared(cfg, /*seed=*/11), alone(cfg, /*seed=*/11);
-  tk::comm::nccl_communicator comm = tk::comm::nccl_communicator_from_mpi();
-  to::sharded_muon_cuda sharded(shared, {test_config(), comm});
-  to::muon_cuda plain(alone, test_config());
-  ASSERT_EQ(sharded.shares().size(), std::size_t(ranks));
-  const to::muon_share mine = sharded.shares()[std::size_t(rank)];
-  EXPECT_EQ(sharded.owned(), mine.matrices);
-  three_updates(shared, sharded);
-  three_updates(alone, plain);
+  for (const bool normuon : {false, true}) {
+    SCOPED_TRACE(normuon ? "NorMuon" : "Muon");
+    const tk::model::gpt2_config cfg = tk::model::gpt2_config::preset("d2");
+    tk::model::gpt2_cuda shared(cfg, /*seed=*/11), alone(cfg, /*seed=*/11);
+    tk::comm::nccl_communicator comm = tk::comm::nccl_communicator_from_mpi();
+    to::sharded_muon_cuda sharded(shared, {test_config(normuon), comm});
+    to::muon_cuda plain(alone, test_config(normuon));
+    ASSERT_EQ(sharded.shares().size(), std::size_t(ranks));
+    const to::muon_share mine = sharded.shares()[std::size_t(rank)];
+    EXPECT_EQ(sharded.owned(), mine.matrices);
+    three_updates(shared, sharded);
+    three_updates(alone, plain);
 
-  // Every rank the same bits: gather every rank's parameters to every rank and compare.
-  const std::vector<float> params = download(shared), reference = download(alone);
-  std::vector<float> all(params.size() * std::size_t(ranks));
-  ASSERT_EQ(MPI_Allgather(params.data(), int(params.size()), MPI_FLOAT, all.data(),
-                          int(params.size()), MPI_FLOAT, MPI_COMM_WORLD),
-            MPI_SUCCESS);
-  for (int r = 0; r < ranks; ++r)
-    EXPECT_TRUE(std::equal(params.begin(), params.end(),
-                           all.begin() + std::ptrdiff_t(std::size_t(r) * params.size())))
-        << "rank " << rank << " differs from rank " << r;
+    // Every rank the same bits: gather every rank's parameters to every rank and compare.
+    const std::vector<float> params = download(shared), reference = download(alone);
+    std::vector<float> all(params.size() * std::size_t(ranks));
+    ASSERT_EQ(MPI_Allgather(params.data(), int(params.size()), MPI_FLOAT, all.data(),
+                            int(params.size()), MPI_FLOAT, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_TRUE(std::equal(params.begin(), params.end(),
+                             all.begin() + std::ptrdiff_t(std::size_t(r) * params.size())))
+          << "rank " << rank << " differs from rank " << r;
 
-  // Against one GPU's muon_cuda: AdamW's elements bit for bit, the matrices within tolerance.
-  const std::vector<float> start = download(tk::model::gpt2_cuda(cfg, /*seed=*/11));
-  expect_muon_close(params, reference, start, sharded.matrices(), "rank " + std::to_string(rank));
+    // Against one GPU's muon_cuda: AdamW's elements bit for bit, the matrices within tolerance.
+    const std::vector<float> start = download(tk::model::gpt2_cuda(cfg, /*seed=*/11));
+    expect_muon_close(params, reference, start, sharded.matrices(), "rank " + std::to_string(rank));
 
-  // Only this rank's share is kept: the sharded checkpoint's range is it, the momentum and master
-  // weights are its size, and the whole-buffer total is every matrix's.
-  tk::checkpoint::optimizer_shard shard = sharded.sharded_state();
-  EXPECT_EQ(shard.range.rank, rank);
-  EXPECT_EQ(shard.range.world_size, ranks);
-  EXPECT_EQ(shard.range.offset, mine.packed.offset);
-  EXPECT_EQ(shard.range.count, mine.packed.count);
-  EXPECT_EQ(shard.range.total, plain.momentum_elements());
-  for (const tk::state_tensor& t : shard.shard)
-    EXPECT_EQ(t.shape, (std::vector<std::int64_t>{std::int64_t(mine.packed.count)})) << t.name;
-  EXPECT_LT(sharded.state_bytes(), plain.state_bytes());
+    // Only this rank's share is kept: the sharded checkpoint's range is it, the momentum and master
+    // weights are its size, and the whole-buffer total is every matrix's.
+    tk::checkpoint::optimizer_shard shard = sharded.sharded_state();
+    EXPECT_EQ(shard.range.rank, rank);
+    EXPECT_EQ(shard.range.world_size, ranks);
+    EXPECT_EQ(shard.range.offset, mine.packed.offset);
+    EXPECT_EQ(shard.range.count, mine.packed.count);
+    EXPECT_EQ(shard.range.total, plain.momentum_elements());
+    for (const tk::state_tensor& t : shard.shard)
+      EXPECT_EQ(t.shape, (std::vector<std::int64_t>{std::int64_t(mine.packed.count)})) << t.name;
+    EXPECT_EQ(shard.shard.size(), normuon ? 3u : 2u) << "NorMuon's second moment is sharded too";
+    EXPECT_LT(sharded.state_bytes(), plain.state_bytes());
+  }
 }
 
 TEST(ShardedMuonCuda, StateNamesAndTheShardedSplit) {
@@ -234,8 +350,9 @@ TEST(ShardedMuonCuda, StateNamesAndTheShardedSplit) {
   std::vector<std::string> common, sharded;
   for (const tk::state_tensor& t : s.common) common.push_back(t.name);
   for (const tk::state_tensor& t : s.shard) sharded.push_back(t.name);
-  EXPECT_EQ(common, (std::vector<std::string>{"optim.adamw.master", "optim.adamw.m",
-                                              "optim.adamw.v", "optim.step"}));
+  EXPECT_EQ(common,
+            (std::vector<std::string>{"optim.adamw.master", "optim.adamw.m", "optim.adamw.v",
+                                      "optim.step", "optim.muon.normuon"}));
   EXPECT_EQ(sharded, (std::vector<std::string>{"optim.muon.momentum", "optim.muon.master"}));
 }
 
@@ -479,6 +596,48 @@ TEST(MuonCudaCheckpoint, ShardedCheckpointResumesShardedAndWhole) {
       loop_config(8, true), dir.source(cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, 7),
       test_config(), staged_sync(ck::sync_checkpointer({ckpt, 0})));
   expect_resumed(whole.run(), straight, 4, "muon_cuda resuming the sharded checkpoint");
+}
+
+// The same with NorMuon: sharded_muon_cuda's sharded checkpoint (its second moment in the
+// momentum's range) resumed by itself within 1e-4 of the straight run's losses; resuming it with
+// NorMuon off is refused naming muon_config.normuon.
+TEST(MuonCudaCheckpoint, ShardedNorMuonCheckpointResumes) {
+  TRAINKIT_SKIP_WITHOUT_DEVICE();
+  if (!select_gpu()) GTEST_SKIP() << "fewer GPUs than ranks";
+  training_dir dir;
+  const fs::path ckpt = dir.path / "ckpt";
+  const auto cfg = tk::model::gpt2_config::preset("d2");
+  const auto comm = tk::comm::nccl_communicator::single();
+  using sharded = muon_trainer<to::sharded_muon_cuda, staged_sync, tk::reduce::nccl_allreduce>;
+  std::vector<double> straight;
+  {
+    muon_trainer<to::sharded_muon_cuda, ck::no_checkpoint, tk::reduce::nccl_allreduce> t(
+        loop_config(8, false), dir.source(cfg.vocab_size), std::nullopt,
+        tk::model::gpt2_cuda(cfg, 7), to::sharded_muon_cuda_config(test_config(true), comm), {},
+        tk::reduce::nccl_allreduce(comm));
+    for (const auto& m : t.run().steps) straight.push_back(m.loss);
+  }
+  auto make = [&](bool resume, bool normuon) {
+    tk::trainer_config tc = loop_config(8, resume);
+    tc.ckpt_at_end = true;
+    return std::make_unique<sharded>(
+        tc, dir.source(cfg.vocab_size), std::nullopt, tk::model::gpt2_cuda(cfg, 7),
+        to::sharded_muon_cuda_config(test_config(normuon), comm),
+        staged_sync(ck::sync_checkpointer({ckpt, 0})), tk::reduce::nccl_allreduce(comm));
+  };
+  {
+    auto t = make(false, true);
+    t->on_step([](const tk::step_metrics& m) { return m.step < 4; });
+    ASSERT_EQ(t->run().last_step, 4u);
+  }
+  expect_resumed(make(true, true)->run(), straight, 4, "sharded NorMuon resumed");
+  fs::remove_all(ckpt / "step_00000008");  // the resumed run saved step 8 at its end
+  try {
+    make(true, false)->run();
+    ADD_FAILURE() << "a NorMuon checkpoint resumed without NorMuon";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("normuon"), std::string::npos) << e.what();
+  }
 }
 
 int main(int argc, char** argv) {

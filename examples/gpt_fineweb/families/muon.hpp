@@ -9,8 +9,8 @@
 // matrices at a fixed multiple of it: muon_config::lr_ratio = --muon-lr / --lr, set here once. Its
 // variants (muon_config; off by default, the published Muon): --muon-ns ns5|polar (Polar Express
 // per-iteration coefficients, at most 5 steps), --muon-normuon with --muon-normuon-beta2 (NorMuon's
-// per-neuron second moment; not under --reducer mpi or nccl, whose sharded checkpoints hold the
-// momentum only) and --muon-cautious-wd (cautious weight decay of --muon-weight-decay, Muon's own
+// per-neuron second moment; under --reducer mpi or nccl sharded with the momentum, its owner's)
+// and --muon-cautious-wd (cautious weight decay of --muon-weight-decay, Muon's own
 // decay, 0 by default), and --muon-momentum-warmup/--muon-momentum-start (momentum warmed up,
 // modded-nanogpt's 0.85 → 0.95). The AdamW half is built exactly as families/adamw.hpp builds
 // AdamW (adamw_family::config: --lr, --beta1, --beta2, --eps, --weight-decay), so a change there
@@ -124,10 +124,6 @@ struct muon_family {
     c.orthogonalizer = *orthogonalizer;
     c.normuon = f.normuon;
     c.normuon_beta2 = float(f.normuon_beta2);
-    if (f.normuon && (o.reducer == "mpi" || o.reducer == "nccl"))
-      throw trainkit::config_error(
-          "--muon-normuon: the sharded Muon of --reducer " + o.reducer +
-          " does not shard NorMuon's second moment yet; run NorMuon with --reducer single");
     c.weight_decay = float(f.weight_decay);
     c.momentum_warmup_steps = f.momentum_warmup_steps;
     c.momentum_warmup_start = float(f.momentum_warmup_start);

@@ -11,6 +11,15 @@
 // biases) is small and updated whole on every rank, from the same gradients, so its moments are
 // the common part of the checkpoint.
 //
+// NorMuon (muon_config::normuon) adds a second moment per line of each matrix, local to the
+// matrix's owner like the momentum. A sharded checkpoint cuts every sharded tensor by one range,
+// the momentum's, so the owned lines travel as "optim.muon.normuon.second_moment", a tensor of
+// the momentum's shape: matrix i's lines at its momentum offset (state_offset), zeros after them
+// (docs/formats_checkpoint.md). That layout does not depend on the world size, so any number of
+// ranks reslices it; it costs one more momentum-sized tensor on disk. The common part then holds
+// "optim.muon.normuon" (u64 {1}: 1 with NorMuon, 0 without), so a checkpoint written with the
+// other setting is refused naming muon_config.normuon.
+//
 // It reads full summed gradients, so it pairs with an all-reduce (reduce::mpi_allreduce), not with
 // a reducer that leaves each rank a shard of the gradients (ZeRO-1): its state is sharded, its
 // gradients are not (expected_gradients is gradient_layout::replicated, which the trainer checks
@@ -82,6 +91,17 @@ class basic_sharded_muon_cpu {
       displs_.push_back(int(r.packed.offset));
     }
     gathered_.resize(inner_.momentum_elements());
+    if (config.muon.normuon) {
+      const auto matrices = inner_.matrices();
+      const muon_matrix_range own = inner_.owned();
+      std::size_t line = 0;
+      for (std::size_t i = own.first; i < own.last; ++i) {
+        line_places_.push_back({line, matrices[i].state_offset - inner_.momentum_range().offset,
+                                std::size_t(basic_muon_cpu<Scalar>::normuon_lines(matrices[i]))});
+        line += line_places_.back().count;
+      }
+      second_moment_by_matrix_.assign(inner_.momentum_range().count, Scalar(0));
+    }
   }
 
   /// muon_cpu's update of AdamW's half and of this rank's matrices, then every rank's matrices
@@ -91,6 +111,7 @@ class basic_sharded_muon_cpu {
       std::same_as<typename M::parameter_type, Scalar>
   void update(M& model, float lr, const clip_scale<host_memory>& clip, host_context& ctx) {
     check_descriptor();
+    if (unpack_pending_) unpack_second_moment();
     inner_.update(model, lr, clip, ctx);
     const std::span<Scalar> params = model.parameters();
     const auto matrices = inner_.matrices();
@@ -118,15 +139,28 @@ class basic_sharded_muon_cpu {
   /// The state as a sharded checkpoint holds it: AdamW's moments and the step in the common part
   /// (every rank's are the same), this rank's momentum under the whole tensor's name
   /// "optim.muon.momentum" with the range it covers. Any world size resumes it, and so does
-  /// muon_cpu in one process, which reads "optim.muon.momentum" reassembled.
+  /// muon_cpu in one process, which reads "optim.muon.momentum" reassembled. With NorMuon also
+  /// "optim.muon.normuon.second_moment" (the momentum's shape, see the file's opening): a copy,
+  /// filled now from the second moment and read back into it at the next update, so a resume
+  /// that writes it restores the second moment. Also "optim.muon.normuon" in the common part.
   checkpoint::optimizer_shard sharded_state() {
     checkpoint::optimizer_shard out;
     for (state_tensor& t : inner_.state()) {
       if (t.name == "optim.muon.momentum")
         out.shard.push_back(std::move(t));
-      else
+      else if (t.name != "optim.muon.second_moment")
         out.common.push_back(std::move(t));
     }
+    normuon_flag_[0] = inner_.config().normuon ? 1 : 0;
+    out.common.push_back(
+        make_state_tensor("optim.muon.normuon", std::span<std::uint64_t>(normuon_flag_), {1}));
+    if (inner_.config().normuon) {
+      pack_second_moment();
+      out.shard.push_back(make_state_tensor("optim.muon.normuon.second_moment",
+                                            std::span<Scalar>(second_moment_by_matrix_),
+                                            {std::int64_t(second_moment_by_matrix_.size())}));
+    }
+    unpack_pending_ = true;
     out.range = {comm_.rank(), comm_.size(), inner_.momentum_range().offset,
                  inner_.momentum_range().count, inner_.momentum_elements()};
     return out;
@@ -147,12 +181,43 @@ class basic_sharded_muon_cpu {
   static muon_matrix_range own_share(const M& model, const muon_config& config, int world,
                                      int rank) {
     config.validate();
-    if (config.normuon)  // a sharded checkpoint holds one sharded range: the momentum's
-      throw config_error(
-          "muon_config.normuon: sharded_muon_cpu does not shard NorMuon's second moment yet; "
-          "run NorMuon in one process (muon_cpu)");
     const auto matrices = muon_matrices(model.parameter_layout(), config.muon_roles, "muon_cpu");
     return muon_shards(matrices, world, config.ns_steps)[std::size_t(rank)];
+  }
+
+  // Where an owned matrix's lines are: `count` lines at `line` of muon_cpu's second moment, and
+  // at `place` (its momentum offset in this rank's range) of second_moment_by_matrix_.
+  struct line_place {
+    std::size_t line = 0, place = 0, count = 0;
+  };
+
+  Scalar* second_moment() {
+    for (state_tensor& t : inner_.state())
+      if (t.name == "optim.muon.second_moment") return reinterpret_cast<Scalar*>(t.data);
+    return nullptr;
+  }
+
+  void pack_second_moment() {
+    const Scalar* v = second_moment();
+    std::fill(second_moment_by_matrix_.begin(), second_moment_by_matrix_.end(), Scalar(0));
+    for (const line_place& p : line_places_)
+      std::copy_n(v + p.line, p.count, second_moment_by_matrix_.data() + p.place);
+  }
+
+  // After sharded_state(): what a resume wrote (or the packed copy itself) goes back, and the
+  // checkpoint's NorMuon setting must be this run's.
+  void unpack_second_moment() {
+    unpack_pending_ = false;
+    const bool mine = inner_.config().normuon;
+    if (normuon_flag_[0] != (mine ? 1u : 0u))
+      throw config_error(std::string("muon_config.normuon: the resumed checkpoint was written ") +
+                         (mine ? "without" : "with") +
+                         " NorMuon (\"optim.muon.normuon\" = " + std::to_string(normuon_flag_[0]) +
+                         "), this run has normuon = " + (mine ? "true" : "false"));
+    if (!mine) return;
+    Scalar* v = second_moment();
+    for (const line_place& p : line_places_)
+      std::copy_n(second_moment_by_matrix_.data() + p.place, p.count, v + p.line);
   }
 
   void check_descriptor() const {
@@ -170,8 +235,13 @@ class basic_sharded_muon_cpu {
   comm::mpi_communicator comm_;
   basic_muon_cpu<Scalar> inner_;
   std::vector<std::uint64_t> descriptor_;
-  std::vector<int> counts_, displs_;  // every rank's matrices in the packed buffer
-  std::vector<Scalar> gathered_;      // (matrix elements,) every rank's updated matrices
+  std::vector<int> counts_, displs_;     // every rank's matrices in the packed buffer
+  std::vector<Scalar> gathered_;         // (matrix elements,) every rank's updated matrices
+  std::vector<line_place> line_places_;  // NorMuon: each owned matrix's lines
+  std::vector<Scalar>
+      second_moment_by_matrix_;  // (owned matrix elements,) NorMuon's checkpoint copy
+  std::vector<std::uint64_t> normuon_flag_ = {0};  // "optim.muon.normuon"
+  bool unpack_pending_ = false;                    // sharded_state() handed out the copies
 };
 
 using sharded_muon_cpu = basic_sharded_muon_cpu<float>;

@@ -8,7 +8,12 @@
 // matrix) and keeps the momentum and fp32 master weights of those only, one contiguous range of
 // the packed buffers, the shape a sharded checkpoint stores. AdamW's half (embeddings, head,
 // norms, biases) is small and updated whole on every rank from the same gradients, so its master
-// weights and moments are the common part of the checkpoint. After the update, on the compute
+// weights and moments are the common part of the checkpoint. NorMuon's second moment (fp32, per
+// line of each owned matrix) is local to its owner too; it travels in the sharded checkpoint as
+// sharded_muon_cpu's does: "optim.muon.normuon.second_moment" in the momentum's range (matrix i's
+// lines at its momentum offset, zeros after), and "optim.muon.normuon" (u64 {1}) in the common
+// part, so a checkpoint of the other NorMuon setting is refused naming muon_config.normuon.
+// After the update, on the compute
 // stream and with no host synchronisation:
 //   1. muon_pack copies this rank's updated bf16 matrices into their places in a packed bf16
 //      buffer of every matrix (muon_matrices' state order);
@@ -30,6 +35,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -100,6 +106,17 @@ class sharded_muon_cuda {
                            stream_.get());
       gathered_.fill_bytes_async(0, stream_.get());
     }
+    if (config.muon.normuon) {
+      std::size_t line = 0;
+      for (std::size_t i = share_.matrices.first; i < share_.matrices.last; ++i) {
+        const muon_matrix& m = inner_.matrices()[i];
+        line_places_.push_back(
+            {line, m.state_offset - share_.packed.offset, std::size_t(std::max(m.rows, m.cols))});
+        line += line_places_.back().count;
+      }
+      second_moment_by_matrix_ = cuda::device_buffer<float>(share_.packed.count);
+      if (share_.packed.count > 0) second_moment_by_matrix_.fill_bytes_async(0, stream_.get());
+    }
     stream_.synchronize();
   }
 
@@ -115,6 +132,7 @@ class sharded_muon_cuda {
   void update(M& model, float lr, const clip_scale<device_memory>& clip,
               cuda::execution_context& ctx) {
     check_descriptor();
+    if (unpack_pending_) unpack_second_moment(ctx.stream());
     inner_.update(model, lr, clip, ctx);
     const std::size_t total = inner_.momentum_elements();
     if (total == 0) return;
@@ -157,15 +175,30 @@ class sharded_muon_cuda {
   /// momentum and master weights under the whole tensors' names "optim.muon.momentum" and
   /// "optim.muon.master" with the range of the packed buffer they cover. So any world size
   /// resumes it, and muon_cuda on one GPU reads it reassembled. Device tensors: save and load
-  /// through host_staged_checkpointer.
+  /// through host_staged_checkpointer. With NorMuon also "optim.muon.normuon.second_moment"
+  /// (the momentum's range, see the file's opening): a device copy filled now (synchronises the
+  /// device) and read back into the second moment at the next update, so a resume that writes it
+  /// restores the second moment. Also "optim.muon.normuon" (u64 {1}, host) in the common part.
   checkpoint::optimizer_shard sharded_state() {
     checkpoint::optimizer_shard out;
     for (state_tensor& t : inner_.state()) {
       if (t.name == "optim.muon.momentum" || t.name == "optim.muon.master")
         out.shard.push_back(std::move(t));
-      else
+      else if (t.name != "optim.muon.second_moment")
         out.common.push_back(std::move(t));
     }
+    normuon_flag_[0] = inner_.config().normuon ? 1 : 0;
+    out.common.push_back(
+        make_state_tensor("optim.muon.normuon", std::span<std::uint64_t>(normuon_flag_), {1}));
+    if (inner_.config().normuon) {
+      pack_second_moment();
+      state_tensor t = make_state_tensor("optim.muon.normuon.second_moment",
+                                         second_moment_by_matrix_.device_span(),
+                                         {std::int64_t(share_.packed.count)});
+      t.on_device = true;
+      out.shard.push_back(t);
+    }
+    unpack_pending_ = true;
     out.range = {comm_->rank(), comm_->world_size(), share_.packed.offset, share_.packed.count,
                  inner_.momentum_elements()};
     return out;
@@ -213,11 +246,49 @@ class sharded_muon_cuda {
 
   static const muon_config& checked(const muon_config& muon) {
     muon.validate();
-    if (muon.normuon)  // a sharded checkpoint holds one sharded range: the momentum's
-      throw config_error(
-          "muon_config.normuon: sharded_muon_cuda does not shard NorMuon's second moment yet; "
-          "run NorMuon on one GPU (muon_cuda)");
     return muon;
+  }
+
+  // Where an owned matrix's lines are: `count` lines at `line` of muon_cuda's second moment, and
+  // at `place` (its momentum offset in this rank's range) of second_moment_by_matrix_.
+  struct line_place {
+    std::size_t line = 0, place = 0, count = 0;
+  };
+
+  float* second_moment() {
+    for (state_tensor& t : inner_.state())
+      if (t.name == "optim.muon.second_moment") return reinterpret_cast<float*>(t.data);
+    return nullptr;
+  }
+
+  // Checkpoint path (rare): after every queued update, on the set-up stream, waited for.
+  void pack_second_moment() {
+    TRAINKIT_CUDA_CHECK(cudaDeviceSynchronize());
+    if (share_.packed.count == 0) return;
+    const cudaStream_t s = stream_.get();
+    const float* v = second_moment();
+    second_moment_by_matrix_.fill_bytes_async(0, s);
+    for (const line_place& p : line_places_)
+      TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(second_moment_by_matrix_.data() + p.place, v + p.line,
+                                          p.count * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    stream_.synchronize();
+  }
+
+  // After sharded_state(): what a resume wrote (or the packed copy itself) goes back, ordered
+  // before the update on `s`; the checkpoint's NorMuon setting must be this run's.
+  void unpack_second_moment(cudaStream_t s) {
+    unpack_pending_ = false;
+    const bool mine = inner_.config().normuon;
+    if (normuon_flag_[0] != (mine ? 1u : 0u))
+      throw config_error(std::string("muon_config.normuon: the resumed checkpoint was written ") +
+                         (mine ? "without" : "with") +
+                         " NorMuon (\"optim.muon.normuon\" = " + std::to_string(normuon_flag_[0]) +
+                         "), this run has normuon = " + (mine ? "true" : "false"));
+    if (!mine) return;
+    float* v = second_moment();
+    for (const line_place& p : line_places_)
+      TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(v + p.line, second_moment_by_matrix_.data() + p.place,
+                                          p.count * sizeof(float), cudaMemcpyDeviceToDevice, s));
   }
 
   void check_descriptor() const {
@@ -238,8 +309,12 @@ class sharded_muon_cuda {
   muon_cuda inner_;                        // AdamW's half and this rank's matrices
   std::vector<std::uint64_t> descriptor_;  // world size, rank, offset, count (restorable)
   cuda::stream stream_{true};              // set-up copies only
-  cuda::device_buffer<kernels::matrix_entry> table_;  // (matrices,) absolute state offsets
-  cuda::device_buffer<bf16_t> gathered_;              // (matrix elements,) the packed gather
+  cuda::device_buffer<kernels::matrix_entry> table_;    // (matrices,) absolute state offsets
+  cuda::device_buffer<bf16_t> gathered_;                // (matrix elements,) the packed gather
+  std::vector<line_place> line_places_;                 // NorMuon: each owned matrix's lines
+  cuda::device_buffer<float> second_moment_by_matrix_;  // (owned matrix elements,) its ckpt copy
+  std::vector<std::uint64_t> normuon_flag_ = {0};       // "optim.muon.normuon"
+  bool unpack_pending_ = false;                         // sharded_state() handed out the copies
 };
 
 static_assert(checkpoint::sharded_optimizer<sharded_muon_cuda>);
