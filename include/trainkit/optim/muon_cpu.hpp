@@ -152,11 +152,6 @@ class basic_muon_cpu {
       second_moment_.assign(line_offsets_[owned_.last] - line_offsets_[owned_.first], Scalar(0));
   }
 
-  /// NorMuon's lines of a matrix: its rows when rows ≥ cols, else its columns (the longer side).
-  static std::int64_t normuon_lines(const muon_matrix& m) noexcept {
-    return m.rows >= m.cols ? m.rows : m.cols;
-  }
-
   /// One step: AdamW over the other elements at rate `lr`, Muon over the matrices at rate
   /// lr · lr_ratio, both from the gradients times `clip.factor`.
   template <model::parameter_holder M>

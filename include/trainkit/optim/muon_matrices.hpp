@@ -82,6 +82,33 @@ struct muon_matrix_range {
   friend bool operator==(const muon_matrix_range&, const muon_matrix_range&) = default;
 };
 
+/// NorMuon's lines of a matrix (one second moment each): its rows when rows ≥ cols, else its
+/// columns (the longer side).
+constexpr std::int64_t normuon_lines(const muon_matrix& m) noexcept {
+  return m.rows >= m.cols ? m.rows : m.cols;
+}
+
+/// Where an owned matrix's NorMuon lines lie in a sharded checkpoint: `count` lines at `line` of
+/// the optimizer's packed second moment (the owned matrices' lines one after another), and at
+/// `place` of the checkpoint's momentum-shaped copy (the matrix's momentum offset within the
+/// rank's range, which starts at `range_offset`). sharded_muon_cpu and sharded_muon_cuda share it.
+struct normuon_line_place {
+  std::size_t line = 0, place = 0, count = 0;
+};
+
+inline std::vector<normuon_line_place> normuon_line_places(std::span<const muon_matrix> matrices,
+                                                           muon_matrix_range owned,
+                                                           std::size_t range_offset) {
+  std::vector<normuon_line_place> out;
+  std::size_t line = 0;
+  for (std::size_t i = owned.first; i < owned.last; ++i) {
+    out.push_back(
+        {line, matrices[i].state_offset - range_offset, std::size_t(normuon_lines(matrices[i]))});
+    line += out.back().count;
+  }
+  return out;
+}
+
 /// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
 /// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
 /// cost first reaches r/world_size of the total. Every rank computes the same cut from the same

@@ -92,14 +92,8 @@ class basic_sharded_muon_cpu {
     }
     gathered_.resize(inner_.momentum_elements());
     if (config.muon.normuon) {
-      const auto matrices = inner_.matrices();
-      const muon_matrix_range own = inner_.owned();
-      std::size_t line = 0;
-      for (std::size_t i = own.first; i < own.last; ++i) {
-        line_places_.push_back({line, matrices[i].state_offset - inner_.momentum_range().offset,
-                                std::size_t(basic_muon_cpu<Scalar>::normuon_lines(matrices[i]))});
-        line += line_places_.back().count;
-      }
+      line_places_ =
+          normuon_line_places(inner_.matrices(), inner_.owned(), inner_.momentum_range().offset);
       second_moment_by_matrix_.assign(inner_.momentum_range().count, Scalar(0));
     }
   }
@@ -185,12 +179,6 @@ class basic_sharded_muon_cpu {
     return muon_shards(matrices, world, config.ns_steps)[std::size_t(rank)];
   }
 
-  // Where an owned matrix's lines are: `count` lines at `line` of muon_cpu's second moment, and
-  // at `place` (its momentum offset in this rank's range) of second_moment_by_matrix_.
-  struct line_place {
-    std::size_t line = 0, place = 0, count = 0;
-  };
-
   Scalar* second_moment() {
     for (state_tensor& t : inner_.state())
       if (t.name == "optim.muon.second_moment") return reinterpret_cast<Scalar*>(t.data);
@@ -200,7 +188,7 @@ class basic_sharded_muon_cpu {
   void pack_second_moment() {
     const Scalar* v = second_moment();
     std::fill(second_moment_by_matrix_.begin(), second_moment_by_matrix_.end(), Scalar(0));
-    for (const line_place& p : line_places_)
+    for (const normuon_line_place& p : line_places_)
       std::copy_n(v + p.line, p.count, second_moment_by_matrix_.data() + p.place);
   }
 
@@ -216,7 +204,7 @@ class basic_sharded_muon_cpu {
                          "), this run has normuon = " + (mine ? "true" : "false"));
     if (!mine) return;
     Scalar* v = second_moment();
-    for (const line_place& p : line_places_)
+    for (const normuon_line_place& p : line_places_)
       std::copy_n(second_moment_by_matrix_.data() + p.place, p.count, v + p.line);
   }
 
@@ -235,9 +223,9 @@ class basic_sharded_muon_cpu {
   comm::mpi_communicator comm_;
   basic_muon_cpu<Scalar> inner_;
   std::vector<std::uint64_t> descriptor_;
-  std::vector<int> counts_, displs_;     // every rank's matrices in the packed buffer
-  std::vector<Scalar> gathered_;         // (matrix elements,) every rank's updated matrices
-  std::vector<line_place> line_places_;  // NorMuon: each owned matrix's lines
+  std::vector<int> counts_, displs_;             // every rank's matrices in the packed buffer
+  std::vector<Scalar> gathered_;                 // (matrix elements,) every rank's updated matrices
+  std::vector<normuon_line_place> line_places_;  // NorMuon: each owned matrix's lines
   std::vector<Scalar>
       second_moment_by_matrix_;  // (owned matrix elements,) NorMuon's checkpoint copy
   std::vector<std::uint64_t> normuon_flag_ = {0};  // "optim.muon.normuon"

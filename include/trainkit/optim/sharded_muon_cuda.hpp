@@ -107,13 +107,7 @@ class sharded_muon_cuda {
       gathered_.fill_bytes_async(0, stream_.get());
     }
     if (config.muon.normuon) {
-      std::size_t line = 0;
-      for (std::size_t i = share_.matrices.first; i < share_.matrices.last; ++i) {
-        const muon_matrix& m = inner_.matrices()[i];
-        line_places_.push_back(
-            {line, m.state_offset - share_.packed.offset, std::size_t(std::max(m.rows, m.cols))});
-        line += line_places_.back().count;
-      }
+      line_places_ = normuon_line_places(inner_.matrices(), share_.matrices, share_.packed.offset);
       second_moment_by_matrix_ = cuda::device_buffer<float>(share_.packed.count);
       if (share_.packed.count > 0) second_moment_by_matrix_.fill_bytes_async(0, stream_.get());
     }
@@ -249,12 +243,6 @@ class sharded_muon_cuda {
     return muon;
   }
 
-  // Where an owned matrix's lines are: `count` lines at `line` of muon_cuda's second moment, and
-  // at `place` (its momentum offset in this rank's range) of second_moment_by_matrix_.
-  struct line_place {
-    std::size_t line = 0, place = 0, count = 0;
-  };
-
   float* second_moment() {
     for (state_tensor& t : inner_.state())
       if (t.name == "optim.muon.second_moment") return reinterpret_cast<float*>(t.data);
@@ -268,7 +256,7 @@ class sharded_muon_cuda {
     const cudaStream_t s = stream_.get();
     const float* v = second_moment();
     second_moment_by_matrix_.fill_bytes_async(0, s);
-    for (const line_place& p : line_places_)
+    for (const normuon_line_place& p : line_places_)
       TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(second_moment_by_matrix_.data() + p.place, v + p.line,
                                           p.count * sizeof(float), cudaMemcpyDeviceToDevice, s));
     stream_.synchronize();
@@ -286,7 +274,7 @@ class sharded_muon_cuda {
                          "), this run has normuon = " + (mine ? "true" : "false"));
     if (!mine) return;
     float* v = second_moment();
-    for (const line_place& p : line_places_)
+    for (const normuon_line_place& p : line_places_)
       TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(v + p.line, second_moment_by_matrix_.data() + p.place,
                                           p.count * sizeof(float), cudaMemcpyDeviceToDevice, s));
   }
@@ -311,7 +299,7 @@ class sharded_muon_cuda {
   cuda::stream stream_{true};              // set-up copies only
   cuda::device_buffer<kernels::matrix_entry> table_;    // (matrices,) absolute state offsets
   cuda::device_buffer<bf16_t> gathered_;                // (matrix elements,) the packed gather
-  std::vector<line_place> line_places_;                 // NorMuon: each owned matrix's lines
+  std::vector<normuon_line_place> line_places_;         // NorMuon: each owned matrix's lines
   cuda::device_buffer<float> second_moment_by_matrix_;  // (owned matrix elements,) its ckpt copy
   std::vector<std::uint64_t> normuon_flag_ = {0};       // "optim.muon.normuon"
   bool unpack_pending_ = false;                         // sharded_state() handed out the copies
