@@ -67,6 +67,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -86,6 +87,7 @@
 #include "trainkit/optim/muon_cpu.hpp"
 #include "trainkit/prefetch/threaded_prefetcher.hpp"
 #include "trainkit/recipe/speedrun.hpp"
+#include "trainkit/report/metrics_reader.hpp"
 #include "trainkit/tokenizer/gpt2_tokenizer.hpp"
 #include "trainkit/tokenizer/vocab_files.hpp"
 #include "trainkit/trainer/trainer.hpp"
@@ -273,31 +275,23 @@ std::uint64_t steps_to(const curve& c, double loss) {
   return 0;
 }
 
-// A finished run's curve read back from OUT_DIR/<name>.jsonl (the trainer's metrics: one line per
-// step, `val_loss` on evaluation steps); nullopt when the file is absent or the run did not reach
-// `steps`.
+// A finished run's curve read back from OUT_DIR/<name>.jsonl (the trainer's metrics, read by the
+// report's reader); nullopt when the file is absent or the run did not reach `steps`.
 std::optional<curve> load_curve(const options& o, const std::string& name, float lr, int steps) {
-  std::ifstream in(o.out / (name + ".jsonl"));
-  if (!in) return std::nullopt;
-  auto field = [](const std::string& line, const char* key) -> std::optional<double> {
-    const std::string k = std::string("\"") + key + "\":";
-    const auto at = line.find(k);
-    if (at == std::string::npos) return std::nullopt;
-    return std::strtod(line.c_str() + at + k.size(), nullptr);
-  };
+  const fs::path path = o.out / (name + ".jsonl");
+  if (!fs::exists(path)) return std::nullopt;
   curve c{name, lr, {}, {}};
-  std::uint64_t seen = 0, last = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto step = field(line, "step");
-    if (!step) continue;  // the run header
-    last = std::uint64_t(*step);
-    seen += std::uint64_t(field(line, "tokens").value_or(0));
-    if (const auto v = field(line, "val_loss")) {
-      c.val.push_back({last, *v});
+  std::uint64_t seen = 0;
+  const tk::metrics_file file = tk::read_metrics_jsonl(path);
+  for (const tk::step_metrics& m : file.steps) {
+    seen += m.tokens;
+    if (!std::isnan(m.val_loss)) {
+      c.val.push_back({m.step, m.val_loss});
       c.tokens.push_back(seen);
     }
   }
-  if (last != std::uint64_t(steps) || c.val.empty()) return std::nullopt;
+  if (file.steps.empty() || file.steps.back().step != std::uint64_t(steps) || c.val.empty())
+    return std::nullopt;
   return c;
 }
 
@@ -355,10 +349,11 @@ void write_svg(const fs::path& path, const std::string& title, const std::vector
   }
   f << "<text x='" << (W - R) / 2 << "' y='" << H - 8 << "'>step (0 to " << last << ")</text>\n";
   for (std::size_t i = 0; i < curves.size(); ++i) {
-    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % 14] << "' points='";
+    f << "<polyline fill='none' stroke-width='2' stroke='" << colors[i % std::size(colors)]
+      << "' points='";
     for (const auto& [s, v] : curves[i].val) f << x(double(s)) << "," << y(v) << " ";
     f << "'/>\n<text x='" << W - R + 10 << "' y='" << T + 16 * (i + 1) << "' fill='"
-      << colors[i % 14] << "'>" << curves[i].name << "</text>\n";
+      << colors[i % std::size(colors)] << "'>" << curves[i].name << "</text>\n";
   }
   f << "</svg>\n";
 }
