@@ -109,6 +109,16 @@ inline std::vector<normuon_line_place> normuon_line_places(std::span<const muon_
   return out;
 }
 
+/// A sharded checkpoint's "optim.muon.normuon" (1: written with NorMuon, 0: without) against this
+/// run's setting; throws config_error naming muon_config.normuon when they differ.
+inline void check_normuon_setting(std::uint64_t written, bool normuon) {
+  if (written != (normuon ? 1u : 0u))
+    throw config_error(std::string("muon_config.normuon: the resumed checkpoint was written ") +
+                       (normuon ? "without" : "with") +
+                       " NorMuon (\"optim.muon.normuon\" = " + std::to_string(written) +
+                       "), this run has normuon = " + (normuon ? "true" : "false"));
+}
+
 /// How `world_size` ranks share the matrices: contiguous ranges in list order (so each rank's
 /// momentum is one contiguous range of the packed buffer), cut where the running Newton–Schulz
 /// cost first reaches r/world_size of the total. Every rank computes the same cut from the same

@@ -196,13 +196,8 @@ class basic_sharded_muon_cpu {
   // checkpoint's NorMuon setting must be this run's.
   void unpack_second_moment() {
     unpack_pending_ = false;
-    const bool mine = inner_.config().normuon;
-    if (normuon_flag_[0] != (mine ? 1u : 0u))
-      throw config_error(std::string("muon_config.normuon: the resumed checkpoint was written ") +
-                         (mine ? "without" : "with") +
-                         " NorMuon (\"optim.muon.normuon\" = " + std::to_string(normuon_flag_[0]) +
-                         "), this run has normuon = " + (mine ? "true" : "false"));
-    if (!mine) return;
+    check_normuon_setting(normuon_flag_[0], inner_.config().normuon);
+    if (!inner_.config().normuon) return;
     Scalar* v = second_moment();
     for (const normuon_line_place& p : line_places_)
       std::copy_n(second_moment_by_matrix_.data() + p.place, p.count, v + p.line);

@@ -266,13 +266,8 @@ class sharded_muon_cuda {
   // before the update on `s`; the checkpoint's NorMuon setting must be this run's.
   void unpack_second_moment(cudaStream_t s) {
     unpack_pending_ = false;
-    const bool mine = inner_.config().normuon;
-    if (normuon_flag_[0] != (mine ? 1u : 0u))
-      throw config_error(std::string("muon_config.normuon: the resumed checkpoint was written ") +
-                         (mine ? "without" : "with") +
-                         " NorMuon (\"optim.muon.normuon\" = " + std::to_string(normuon_flag_[0]) +
-                         "), this run has normuon = " + (mine ? "true" : "false"));
-    if (!mine) return;
+    check_normuon_setting(normuon_flag_[0], inner_.config().normuon);
+    if (!inner_.config().normuon) return;
     float* v = second_moment();
     for (const normuon_line_place& p : line_places_)
       TRAINKIT_CUDA_CHECK(cudaMemcpyAsync(v + p.line, second_moment_by_matrix_.data() + p.place,
